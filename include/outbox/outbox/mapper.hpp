@@ -1,0 +1,88 @@
+// Maps decoded pgoutput inserts on the outbox table to Kafka-ready events, with the defaults of
+// Debezium's outbox event router. Owns the relation cache (keyed by relid, replaced on every
+// Relation message). Single-threaded: one Mapper per stream, used from the stream's thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "outbox/outbox/topic_template.hpp"
+#include "outbox/pgoutput/lsn.hpp"
+#include "outbox/pgoutput/messages.hpp"
+
+namespace outbox::outbox {
+
+struct MapperConfig {
+  std::string schema = "public";
+  std::string table = "outbox";
+  std::string topic_template = "outbox.event.${aggregatetype}";
+  std::string column_id = "id";
+  std::string column_aggregatetype = "aggregatetype";
+  std::string column_aggregateid = "aggregateid";
+  std::string column_type = "type";
+  std::string column_payload = "payload";
+  bool require_json = false;  // reject payloads that are not valid JSON (simdjson)
+};
+
+// One event ready to produce. Views refer into the decoded Insert (and so into the receive buffer)
+// or into the Mapper's own scratch storage: valid until the next call on the Mapper.
+struct Event {
+  std::string_view topic;
+  std::optional<std::string_view> key;    // aggregateid; nullopt when NULL
+  std::optional<std::string_view> value;  // payload as PostgreSQL's text output gives it
+  std::string_view id;                    // header "id"
+  std::optional<std::string_view> type;   // header "type"; nullopt when NULL or no such column
+};
+
+// A row the mapper must reject; never dropped silently by the caller.
+struct MapError {
+  std::string table;   // "public.outbox"
+  std::string column;  // offending column, empty when the whole row is at fault
+  std::string reason;  // "is NULL", "is missing from the table", "is not valid JSON: ..."
+  std::string id;      // event id when it could be read, else empty
+};
+
+// The insert was for a table other than the outbox (possible with a user-made publication).
+struct NotOutbox {
+  std::string table;
+};
+
+using MapResult = std::variant<Event, MapError, NotOutbox>;
+
+class Mapper {
+ public:
+  // Throws std::invalid_argument on an invalid topic template.
+  explicit Mapper(MapperConfig config);
+
+  // Caches (replaces) the relation. Call for every Relation message.
+  void on_relation(const pgoutput::Relation& relation);
+
+  // Maps an insert. A relid never announced by a Relation message is a MapError (protocol
+  // violation). The topic is rendered from the template into scratch storage.
+  MapResult map_insert(const pgoutput::Insert& insert);
+
+  const MapperConfig& config() const { return config_; }
+
+ private:
+  struct CachedRelation {
+    std::string qualified_name;  // schema.table
+    bool is_outbox = false;
+    // Column index in the tuple for each mapped column; -1 when absent from the table.
+    int id = -1, aggregatetype = -1, aggregateid = -1, type = -1, payload = -1;
+    std::vector<int> topic_columns;  // index per template reference; -1 when absent
+    std::vector<std::string> topic_column_names;
+  };
+
+  MapperConfig config_;
+  TopicTemplate topic_;
+  std::unordered_map<std::uint32_t, CachedRelation> relations_;
+  std::string topic_scratch_;
+  std::vector<std::string_view> topic_values_;
+};
+
+}  // namespace outbox::outbox
