@@ -3,7 +3,9 @@
 // Relation message). Single-threaded: one Mapper per stream, used from the stream's thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,7 +72,8 @@ class Mapper {
 
  private:
   struct CachedRelation {
-    std::string qualified_name;  // schema.table
+    std::string qualified_name;    // schema.table
+    std::size_t column_count = 0;  // an Insert's tuple must have exactly this many values
     bool is_outbox = false;
     // Column index in the tuple for each mapped column; -1 when absent from the table.
     int id = -1, aggregatetype = -1, aggregateid = -1, type = -1, payload = -1;
@@ -78,11 +81,18 @@ class Mapper {
     std::vector<std::string> topic_column_names;
   };
 
+  // simdjson stays private to this target: the checker is defined in mapper.cpp.
+  struct JsonChecker;
+  struct JsonCheckerDeleter {
+    void operator()(JsonChecker* checker) const noexcept;
+  };
+
   MapperConfig config_;
   TopicTemplate topic_;
   std::unordered_map<std::uint32_t, CachedRelation> relations_;
   std::string topic_scratch_;
   std::vector<std::string_view> topic_values_;
+  std::unique_ptr<JsonChecker, JsonCheckerDeleter> json_;  // null unless config_.require_json
 };
 
 }  // namespace outbox::outbox

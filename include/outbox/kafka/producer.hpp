@@ -1,0 +1,101 @@
+// Kafka producer on Asio: librdkafka (idempotent, acks=all) keeps its own threads; its delivery
+// reports reach the io_context thread through the main queue's io-event file descriptor, and are
+// drained there with rd_kafka_poll(rk, 0) until empty. No timer polling.
+// Not thread-safe: construct, produce and destroy on the io_context's thread. The delivery handler
+// runs on that thread too. librdkafka handles never leave this module.
+#pragma once
+
+#include <utility>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace outbox::kafka {
+
+struct Header {
+  std::string_view name;
+  std::optional<std::string_view> value;
+};
+
+// A record to produce. Everything is copied by produce(); views need only live for the call.
+struct Record {
+  std::string_view topic;
+  std::optional<std::string_view> key;
+  std::optional<std::string_view> value;
+  std::span<const Header> headers;
+  std::int64_t timestamp_ms = 0;  // 0 = let the producer stamp it
+};
+
+// Whether a failure may go away by itself (librdkafka retries those) or is final for the record.
+enum class Failure { kNone, kRetriable, kPermanent };
+
+struct Delivery {
+  std::uint64_t opaque = 0;  // what the caller passed to produce()
+  std::size_t bytes = 0;     // key size + value size of the record
+  bool ok = true;
+  Failure failure = Failure::kNone;
+  std::string error;  // librdkafka's error name and text when !ok
+  std::string topic;  // filled when !ok
+  int partition = -1;
+  std::int64_t offset = -1;
+  std::string id_header;  // value of the "id" header, filled when !ok
+};
+
+struct ProducerConfig {
+  std::string brokers;
+  // librdkafka properties applied after the defaults (from -X); a bad one throws ConfigError.
+  std::vector<std::pair<std::string, std::string>> properties;
+};
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class ProduceStatus { kQueued, kQueueFull, kFailed };
+
+struct ProduceResult {
+  ProduceStatus status = ProduceStatus::kQueued;
+  std::string error;  // for kFailed: what librdkafka said
+};
+
+class Producer {
+ public:
+  using DeliveryHandler = std::function<void(const Delivery&)>;
+  // A fatal producer error (e.g. the idempotent producer lost its guarantees).
+  using FatalHandler = std::function<void(const std::string&)>;
+
+  // Throws ConfigError for a bad property (message names the property).
+  Producer(boost::asio::any_io_executor executor, const ProducerConfig& config,
+           DeliveryHandler on_delivery, FatalHandler on_fatal);
+  ~Producer();
+  Producer(const Producer&) = delete;
+  Producer& operator=(const Producer&) = delete;
+
+  // Queues a record; `opaque` comes back in its Delivery. Never blocks. kQueueFull: try again
+  // after a delivery report has freed room. kFailed: no Delivery will come for it.
+  ProduceResult produce(const Record& record, std::uint64_t opaque);
+
+  // Serves delivery reports now (also happens by itself when librdkafka signals the fd).
+  void drain();
+
+  // Messages queued or in flight inside librdkafka.
+  std::size_t queued() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;  // shared: the fd wait's handler holds a weak reference
+};
+
+}  // namespace outbox::kafka

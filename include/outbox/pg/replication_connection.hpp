@@ -1,0 +1,102 @@
+// A libpq replication connection (replication=database) driven by Boost.Asio: libpq runs in
+// non-blocking mode and its socket is waited on with an Asio descriptor. Simple-query SQL, the
+// replication commands, and the CopyBoth stream of START_REPLICATION.
+// Not thread-safe: use from the io_context's single thread. The libpq handle never leaves pg.
+#pragma once
+
+#include <utility>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "outbox/pgoutput/lsn.hpp"
+
+namespace outbox::pg {
+
+using pgoutput::Lsn;
+
+// A failure reported by the server (with its SQLSTATE) or by the connection itself.
+class Error : public std::runtime_error {
+ public:
+  Error(const std::string& message, std::string sqlstate, bool connection_lost)
+      : std::runtime_error(message),
+        sqlstate_(std::move(sqlstate)),
+        connection_lost_(connection_lost) {}
+  // Five-character SQLSTATE, or empty when the server sent none (e.g. connection lost).
+  const std::string& sqlstate() const { return sqlstate_; }
+  // The connection is unusable; reconnecting may help.
+  bool connection_lost() const { return connection_lost_; }
+
+ private:
+  std::string sqlstate_;
+  bool connection_lost_;
+};
+
+struct SystemInfo {
+  std::string system_id;
+  std::uint32_t timeline = 0;
+  Lsn xlogpos;
+  std::string dbname;
+};
+
+using Row = std::vector<std::optional<std::string>>;
+using Rows = std::vector<Row>;
+using Duration = std::chrono::steady_clock::duration;
+
+class ReplicationConnection {
+ public:
+  explicit ReplicationConnection(boost::asio::any_io_executor executor);
+  ~ReplicationConnection();
+  ReplicationConnection(const ReplicationConnection&) = delete;
+  ReplicationConnection& operator=(const ReplicationConnection&) = delete;
+
+  // Connects with the user's conninfo (string or URI); replication=database is added.
+  boost::asio::awaitable<void> connect(const std::string& conninfo, Duration timeout);
+
+  // Runs one statement with the simple query protocol; returns its rows as text.
+  boost::asio::awaitable<Rows> exec(const std::string& sql, Duration timeout);
+
+  boost::asio::awaitable<SystemInfo> identify_system(Duration timeout);
+
+  // Sends START_REPLICATION ... LOGICAL and enters CopyBoth.
+  boost::asio::awaitable<void> start_replication(const std::string& command, Duration timeout);
+
+  // The next CopyData payload if libpq has one buffered, without waiting. The span stays valid
+  // until the next call. nullopt: nothing buffered (call wait_readable()). Throws Error when the
+  // connection broke or the server ended the stream (with the server's message).
+  std::optional<std::span<const std::byte>> try_read();
+
+  // Waits until the socket is readable and reads what arrived into libpq's buffer. Throws
+  // boost::system::system_error(operation_aborted) after cancel(), Error on a broken connection.
+  boost::asio::awaitable<void> wait_readable();
+
+  // Queues a standby status update and flushes what the socket takes now; the rest is flushed
+  // in the background. Throws Error if the connection broke.
+  void send_status(Lsn write, Lsn flush, bool reply_requested);
+
+  // Ends the copy (client side), drains what the server still sends, waits for the final result.
+  boost::asio::awaitable<void> end_copy(Duration timeout);
+
+  // Wakes any pending wait with operation_aborted.
+  void cancel();
+
+  bool connected() const;
+  int server_version() const;
+  std::string quote_literal(const std::string& text) const;
+  std::string quote_identifier(const std::string& text) const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;  // shared: background handlers hold weak references
+};
+
+}  // namespace outbox::pg

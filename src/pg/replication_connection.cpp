@@ -1,0 +1,340 @@
+#include "outbox/pg/replication_connection.hpp"
+
+#include <libpq-fe.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
+#include <chrono>
+
+#include "outbox/pgoutput/wire.hpp"
+
+namespace outbox::pg {
+namespace asio = boost::asio;
+using asio::awaitable;
+using asio::use_awaitable;
+
+namespace {
+
+struct PgConnDeleter {
+  void operator()(PGconn* c) const { PQfinish(c); }
+};
+struct PgResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+struct PgFreeDeleter {
+  void operator()(char* p) const { PQfreemem(p); }
+};
+using ConnHandle = std::unique_ptr<PGconn, PgConnDeleter>;
+using ResultHandle = std::unique_ptr<PGresult, PgResultDeleter>;
+using BufferHandle = std::unique_ptr<char, PgFreeDeleter>;
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+Error conn_error(PGconn* c, const std::string& what) {
+  return Error(what + ": " + trim(PQerrorMessage(c)), "", PQstatus(c) == CONNECTION_BAD);
+}
+
+Error result_error(PGconn* c, const PGresult* r, const std::string& what) {
+  const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+  std::string msg = trim(PQresultErrorMessage(r));
+  if (msg.empty()) msg = trim(PQerrorMessage(c));
+  return Error(what + ": " + msg, state ? state : "", PQstatus(c) == CONNECTION_BAD);
+}
+
+}  // namespace
+
+struct ReplicationConnection::Impl : std::enable_shared_from_this<Impl> {
+  explicit Impl(asio::any_io_executor ex) : executor(ex), socket(ex), deadline(ex) {}
+
+  asio::any_io_executor executor;
+  ConnHandle conn;
+  asio::posix::stream_descriptor socket;
+  asio::steady_timer deadline;
+  BufferHandle copy_buffer;
+  bool flushing = false;
+
+  void attach_socket() {
+    detach_socket();
+    int fd = PQsocket(conn.get());
+    if (fd < 0) throw Error("connection has no socket", "", true);
+    socket.assign(fd);
+  }
+
+  // The socket belongs to libpq: release it from Asio instead of closing it.
+  void detach_socket() {
+    if (!socket.is_open()) return;
+    boost::system::error_code ignored;
+    socket.cancel(ignored);
+    socket.release();
+  }
+
+  awaitable<void> wait(asio::posix::stream_descriptor::wait_type type) {
+    co_await socket.async_wait(type, use_awaitable);
+  }
+
+  // Waits on the socket with a deadline; a timeout surfaces as Error (not connection_lost: the
+  // caller decides).
+  awaitable<void> wait_until(asio::posix::stream_descriptor::wait_type type,
+                             std::chrono::steady_clock::time_point until, const char* what) {
+    // Shared: the timer's handler may run after this frame is gone.
+    auto timed_out = std::make_shared<bool>(false);
+    deadline.expires_at(until);
+    deadline.async_wait([weak = weak_from_this(), timed_out](const boost::system::error_code& ec) {
+      auto self = weak.lock();
+      if (ec || !self) return;
+      *timed_out = true;
+      boost::system::error_code ignored;
+      self->socket.cancel(ignored);
+    });
+    try {
+      co_await socket.async_wait(type, use_awaitable);
+    } catch (const boost::system::system_error&) {
+      deadline.cancel();
+      if (*timed_out) throw Error(std::string("timed out ") + what, "", true);
+      throw;
+    }
+    deadline.cancel();
+  }
+
+  awaitable<void> flush_all(std::chrono::steady_clock::time_point until, const char* what) {
+    for (;;) {
+      int r = PQflush(conn.get());
+      if (r == 0) co_return;
+      if (r < 0) throw conn_error(conn.get(), what);
+      co_await wait_until(asio::posix::stream_descriptor::wait_write, until, what);
+    }
+  }
+
+  // Collects results of the statement sent last; returns the last one.
+  awaitable<ResultHandle> get_result(std::chrono::steady_clock::time_point until,
+                                     const char* what) {
+    ResultHandle last;
+    for (;;) {
+      while (PQisBusy(conn.get())) {
+        co_await wait_until(asio::posix::stream_descriptor::wait_read, until, what);
+        if (!PQconsumeInput(conn.get())) throw conn_error(conn.get(), what);
+      }
+      ResultHandle r(PQgetResult(conn.get()));
+      if (!r) break;
+      ExecStatusType st = PQresultStatus(r.get());
+      last = std::move(r);
+      if (st == PGRES_COPY_BOTH || st == PGRES_COPY_IN || st == PGRES_COPY_OUT) break;
+    }
+    if (!last) throw conn_error(conn.get(), what);
+    co_return last;
+  }
+
+  void background_flush() {
+    if (flushing) return;
+    int r = PQflush(conn.get());
+    if (r <= 0) return;  // done, or the error shows on the next read
+    flushing = true;
+    socket.async_wait(asio::posix::stream_descriptor::wait_write,
+                      [weak = weak_from_this()](const boost::system::error_code& ec) {
+                        auto self = weak.lock();
+                        if (!self) return;
+                        self->flushing = false;
+                        if (!ec && self->conn) self->background_flush();
+                      });
+  }
+};
+
+ReplicationConnection::ReplicationConnection(asio::any_io_executor executor)
+    : impl_(std::make_shared<Impl>(executor)) {}
+
+ReplicationConnection::~ReplicationConnection() {
+  impl_->deadline.cancel();
+  impl_->detach_socket();
+}
+
+awaitable<void> ReplicationConnection::connect(const std::string& conninfo, Duration timeout) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  // expand_dbname=1: the first "dbname" holds the user's conninfo; later keywords override it.
+  const char* keywords[] = {"dbname", "replication", "fallback_application_name", nullptr};
+  const char* values[] = {conninfo.c_str(), "database", "outbox-relay", nullptr};
+  impl_->detach_socket();
+  impl_->conn.reset(PQconnectStartParams(keywords, values, 1));
+  if (!impl_->conn) throw Error("out of memory creating a PostgreSQL connection", "", true);
+  if (PQstatus(impl_->conn.get()) == CONNECTION_BAD) {
+    throw conn_error(impl_->conn.get(), "connecting to PostgreSQL");
+  }
+  PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+  for (;;) {
+    if (st == PGRES_POLLING_OK) break;
+    if (st == PGRES_POLLING_FAILED) throw conn_error(impl_->conn.get(), "connecting to PostgreSQL");
+    // The socket can change between polls (e.g. trying the next host): re-attach each time.
+    impl_->attach_socket();
+    co_await impl_->wait_until(st == PGRES_POLLING_READING
+                                   ? asio::posix::stream_descriptor::wait_read
+                                   : asio::posix::stream_descriptor::wait_write,
+                               until, "connecting to PostgreSQL");
+    st = PQconnectPoll(impl_->conn.get());
+  }
+  impl_->attach_socket();
+  if (PQsetnonblocking(impl_->conn.get(), 1) != 0) {
+    throw conn_error(impl_->conn.get(), "setting the connection non-blocking");
+  }
+}
+
+awaitable<Rows> ReplicationConnection::exec(const std::string& sql, Duration timeout) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  PGconn* c = impl_->conn.get();
+  if (!PQsendQuery(c, sql.c_str())) throw conn_error(c, "sending \"" + sql + "\"");
+  co_await impl_->flush_all(until, "sending a query");
+  ResultHandle r = co_await impl_->get_result(until, "running a query");
+  ExecStatusType st = PQresultStatus(r.get());
+  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+    throw result_error(c, r.get(), "\"" + sql + "\"");
+  }
+  Rows rows;
+  int n = PQntuples(r.get()), m = PQnfields(r.get());
+  rows.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    Row row;
+    row.reserve(static_cast<std::size_t>(m));
+    for (int j = 0; j < m; ++j) {
+      if (PQgetisnull(r.get(), i, j)) {
+        row.emplace_back(std::nullopt);
+      } else {
+        row.emplace_back(std::string(PQgetvalue(r.get(), i, j),
+                                     static_cast<std::size_t>(PQgetlength(r.get(), i, j))));
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  co_return rows;
+}
+
+awaitable<SystemInfo> ReplicationConnection::identify_system(Duration timeout) {
+  Rows rows = co_await exec("IDENTIFY_SYSTEM", timeout);
+  if (rows.size() != 1 || rows[0].size() < 4 || !rows[0][0] || !rows[0][1] || !rows[0][2]) {
+    throw Error("IDENTIFY_SYSTEM returned an unexpected result", "", false);
+  }
+  SystemInfo info;
+  info.system_id = *rows[0][0];
+  info.timeline = static_cast<std::uint32_t>(std::stoul(*rows[0][1]));
+  auto pos = Lsn::parse(*rows[0][2]);
+  if (!pos) throw Error("IDENTIFY_SYSTEM returned an invalid xlogpos " + *rows[0][2], "", false);
+  info.xlogpos = *pos;
+  info.dbname = rows[0][3].value_or("");
+  co_return info;
+}
+
+awaitable<void> ReplicationConnection::start_replication(const std::string& command,
+                                                         Duration timeout) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  PGconn* c = impl_->conn.get();
+  if (!PQsendQuery(c, command.c_str())) throw conn_error(c, "sending START_REPLICATION");
+  co_await impl_->flush_all(until, "sending START_REPLICATION");
+  ResultHandle r = co_await impl_->get_result(until, "starting replication");
+  if (PQresultStatus(r.get()) != PGRES_COPY_BOTH) {
+    throw result_error(c, r.get(), "START_REPLICATION");
+  }
+}
+
+std::optional<std::span<const std::byte>> ReplicationConnection::try_read() {
+  PGconn* c = impl_->conn.get();
+  char* buf = nullptr;
+  impl_->copy_buffer.reset();
+  int n = PQgetCopyData(c, &buf, 1);
+  if (n > 0) {
+    impl_->copy_buffer.reset(buf);
+    return std::span<const std::byte>(reinterpret_cast<const std::byte*>(buf),
+                                      static_cast<std::size_t>(n));
+  }
+  if (n == 0) return std::nullopt;
+  if (n == -1) {
+    // The server ended the copy: its final result says why.
+    ResultHandle r(PQgetResult(c));
+    if (r && PQresultStatus(r.get()) == PGRES_FATAL_ERROR) {
+      throw result_error(c, r.get(), "replication stream");
+    }
+    throw Error("the server ended the replication stream", "", true);
+  }
+  throw conn_error(c, "reading the replication stream");
+}
+
+awaitable<void> ReplicationConnection::wait_readable() {
+  co_await impl_->wait(asio::posix::stream_descriptor::wait_read);
+  if (!PQconsumeInput(impl_->conn.get())) {
+    throw conn_error(impl_->conn.get(), "reading the replication stream");
+  }
+}
+
+void ReplicationConnection::send_status(Lsn write, Lsn flush, bool reply_requested) {
+  auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  auto msg = pgoutput::encode_status_update(write, flush, Lsn{}, pgoutput::from_unix_micros(now_us),
+                                            reply_requested);
+  PGconn* c = impl_->conn.get();
+  if (PQputCopyData(c, reinterpret_cast<const char*>(msg.data()), static_cast<int>(msg.size())) !=
+      1) {
+    throw conn_error(c, "sending a standby status update");
+  }
+  impl_->background_flush();
+}
+
+awaitable<void> ReplicationConnection::end_copy(Duration timeout) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  PGconn* c = impl_->conn.get();
+  if (PQputCopyEnd(c, nullptr) < 0) throw conn_error(c, "ending the copy");
+  co_await impl_->flush_all(until, "ending the copy");
+  // Discard what the server still sends until it acknowledges the end of the copy.
+  for (;;) {
+    char* buf = nullptr;
+    int n = PQgetCopyData(c, &buf, 1);
+    if (n > 0) {
+      PQfreemem(buf);
+      continue;
+    }
+    if (n == 0) {
+      co_await impl_->wait_until(asio::posix::stream_descriptor::wait_read, until, "ending the copy");
+      if (!PQconsumeInput(c)) throw conn_error(c, "ending the copy");
+      continue;
+    }
+    break;
+  }
+  for (;;) {
+    while (PQisBusy(c)) {
+      co_await impl_->wait_until(asio::posix::stream_descriptor::wait_read, until, "ending the copy");
+      if (!PQconsumeInput(c)) throw conn_error(c, "ending the copy");
+    }
+    ResultHandle r(PQgetResult(c));
+    if (!r) break;
+  }
+}
+
+void ReplicationConnection::cancel() {
+  boost::system::error_code ignored;
+  impl_->socket.cancel(ignored);
+  impl_->deadline.cancel();
+}
+
+bool ReplicationConnection::connected() const {
+  return impl_->conn && PQstatus(impl_->conn.get()) == CONNECTION_OK;
+}
+
+int ReplicationConnection::server_version() const {
+  return impl_->conn ? PQserverVersion(impl_->conn.get()) : 0;
+}
+
+std::string ReplicationConnection::quote_literal(const std::string& text) const {
+  BufferHandle q(PQescapeLiteral(impl_->conn.get(), text.c_str(), text.size()));
+  if (!q) throw conn_error(impl_->conn.get(), "quoting a literal");
+  return q.get();
+}
+
+std::string ReplicationConnection::quote_identifier(const std::string& text) const {
+  BufferHandle q(PQescapeIdentifier(impl_->conn.get(), text.c_str(), text.size()));
+  if (!q) throw conn_error(impl_->conn.get(), "quoting an identifier");
+  return q.get();
+}
+
+}  // namespace outbox::pg
