@@ -1,0 +1,72 @@
+// What the relay counts and measures, for /metrics, /readyz and the periodic summary log line.
+// Owned and updated by the relay on its io_context thread; read a snapshot on the same thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "outbox/pgoutput/lsn.hpp"
+
+namespace outbox::relay {
+
+enum class State { kConnecting, kStreaming, kStandby, kBackpressured, kStopping };
+
+inline const char* to_string(State s) {
+  switch (s) {
+    case State::kConnecting:
+      return "connecting";
+    case State::kStreaming:
+      return "streaming";
+    case State::kStandby:
+      return "standby";
+    case State::kBackpressured:
+      return "backpressured";
+    case State::kStopping:
+      return "stopping";
+  }
+  return "unknown";
+}
+
+// Cumulative histogram with fixed upper bounds (seconds), as Prometheus expects.
+struct Histogram {
+  static constexpr std::array<double, 12> kBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                     0.1,   0.25,   0.5,   1.0,  2.5,   10.0};
+  std::array<std::uint64_t, kBounds.size() + 1> buckets{};  // last one is +Inf; not cumulative
+  double sum = 0;
+  std::uint64_t count = 0;
+
+  void observe(double seconds) {
+    std::size_t i = 0;
+    while (i < kBounds.size() && seconds > kBounds[i]) ++i;
+    ++buckets[i];
+    sum += seconds;
+    ++count;
+  }
+};
+
+struct Metrics {
+  // Counters.
+  std::map<std::string, std::uint64_t, std::less<>> events_published;  // by topic
+  std::uint64_t bytes_published = 0;                                     // key + value bytes
+  std::map<std::string, std::uint64_t, std::less<>> delivery_errors;    // by reason
+  std::uint64_t dlq_events = 0;
+  std::uint64_t transactions_confirmed = 0;
+  std::uint64_t reconnects = 0;
+  double backpressure_seconds = 0;
+  Histogram commit_to_ack_seconds;
+
+  // Gauges.
+  State state = State::kConnecting;
+  std::string state_reason;  // why not streaming, for /readyz
+  pgoutput::Lsn confirmed_lsn;
+  pgoutput::Lsn received_lsn;
+  pgoutput::Lsn server_wal_end;
+  std::uint64_t events_in_flight = 0;
+  std::uint64_t bytes_in_flight = 0;
+  double oldest_unacked_age_seconds = 0;
+  bool producer_healthy = true;
+};
+
+}  // namespace outbox::relay

@@ -1,0 +1,130 @@
+# shellcheck shell=bash disable=SC2034
+# Shared helpers for the scripts in scripts/. Source it; do not execute it.
+#
+#   REPO        absolute path of the repository root
+#   LOCAL_DIR   $REPO/.local (throwaway state: pg cluster, kafka broker, env file)
+#   ENV_FILE    $REPO/.local/env (export lines for the tests; see env_set)
+#   log / die   messages go to stderr, stdout is reserved for results (conninfo, bootstrap)
+#   wait_until  poll a command until it succeeds or a deadline passes
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+LOCAL_DIR="$REPO/.local"
+ENV_FILE="$LOCAL_DIR/env"
+SCRIPT_NAME="$(basename "${0:-outbox}")"
+export REPO LOCAL_DIR ENV_FILE
+
+log() { printf '[%s] %s\n' "$SCRIPT_NAME" "$*" >&2; }
+die() {
+  log "ERROR: $*"
+  exit 1
+}
+
+# now_ms: milliseconds since the epoch.
+now_ms() { date +%s%3N; }
+
+# wait_until SECONDS DESCRIPTION CMD [ARGS...]
+# Runs CMD (output discarded) until it exits 0; returns 1 when SECONDS have passed.
+# Between attempts sleeps 0.2 s, growing to 1 s.
+wait_until() {
+  local timeout=$1 what=$2
+  shift 2
+  local deadline=$(($(now_ms) + timeout * 1000)) delay=0.2
+  while true; do
+    if "$@" >/dev/null 2>&1; then
+      return 0
+    fi
+    if (($(now_ms) >= deadline)); then
+      log "timed out after ${timeout}s waiting for: $what"
+      return 1
+    fi
+    sleep "$delay"
+    case $delay in
+      0.2) delay=0.5 ;;
+      0.5) delay=1 ;;
+    esac
+  done
+}
+
+# env_set NAME VALUE: (re)writes the line `export NAME='VALUE'` in $ENV_FILE and leaves
+# every other line alone. Safe when pg-up.sh and kafka-up.sh run concurrently (flock).
+env_set() {
+  local name=$1 value=$2 quoted
+  quoted="'${value//\'/\'\\\'\'}'"
+  mkdir -p "$LOCAL_DIR"
+  (
+    flock 9
+    local tmp="$ENV_FILE.tmp.$$"
+    { grep -v -E "^export ${name}=" "$ENV_FILE" 2>/dev/null || true; } >"$tmp"
+    printf 'export %s=%s\n' "$name" "$quoted" >>"$tmp"
+    mv -f "$tmp" "$ENV_FILE"
+  ) 9>"$LOCAL_DIR/.env.lock"
+}
+
+# is_root: true when running as uid 0.
+is_root() { [ "$(id -u)" -eq 0 ]; }
+
+# port_open HOST PORT: true when a TCP connect succeeds (bash /dev/tcp, no extra tools).
+port_open() {
+  (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null
+}
+
+# ---- PostgreSQL -------------------------------------------------------------------------
+PG_BIN="${OUTBOX_PG_BIN:-/usr/lib/postgresql/15/bin}"
+PG_PORT="${OUTBOX_PG_PORT:-55432}"
+PG_HOST=127.0.0.1
+PG_DB=outbox
+PG_USER=postgres
+PG_CONNINFO="host=$PG_HOST port=$PG_PORT dbname=$PG_DB user=$PG_USER"
+
+# pg_root: directory holding data/, sock/ and log/. Normally $LOCAL_DIR/pg; pg-up.sh makes
+# it a symlink to a directory under /var/tmp when the postgres user cannot reach the
+# repository (e.g. a clone under /root) or the socket path would be too long.
+pg_root() {
+  if [ -L "$LOCAL_DIR/pg" ]; then
+    readlink -f "$LOCAL_DIR/pg"
+  else
+    printf '%s\n' "$LOCAL_DIR/pg"
+  fi
+}
+
+# as_pg CMD [ARGS...]: runs CMD as the postgres OS user when we are root, else as ourselves.
+as_pg() {
+  if is_root; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# ---- Kafka ------------------------------------------------------------------------------
+KAFKA_DIR="$LOCAL_DIR/kafka"
+KAFKA_LIBS="$KAFKA_DIR/libs"
+KAFKA_PORT="${OUTBOX_KAFKA_PORT:-59092}"
+KAFKA_CONTROLLER_PORT="${OUTBOX_KAFKA_CONTROLLER_PORT:-59093}"
+KAFKA_HOST=127.0.0.1
+KAFKA_BOOTSTRAP="$KAFKA_HOST:$KAFKA_PORT"
+KAFKA_PID_FILE="$KAFKA_DIR/kafka.pid"
+
+# kafka_pid: prints the broker's pid and returns 0 when the pid file names a live
+# kafka.Kafka process (also one stopped with SIGSTOP); returns 1 otherwise.
+kafka_pid() {
+  local pid
+  [ -f "$KAFKA_PID_FILE" ] || return 1
+  pid="$(cat "$KAFKA_PID_FILE" 2>/dev/null)"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  [ -r "/proc/$pid/cmdline" ] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q 'kafka\.Kafka' || return 1
+  printf '%s\n' "$pid"
+}
+
+# kafka_tool CLASS [ARGS...]: runs a Kafka command-line tool from the downloaded jars with
+# quiet logging (errors only). With KAFKA_TOOL_TIMEOUT=N it is killed after N seconds.
+kafka_tool() {
+  local cls=$1
+  shift
+  local prefix=()
+  [ -n "${KAFKA_TOOL_TIMEOUT:-}" ] && prefix=(timeout -k 5 "$KAFKA_TOOL_TIMEOUT")
+  "${prefix[@]}" java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto \
+    -Dlog4j2.configurationFile="$KAFKA_DIR/tools-log4j2.properties" \
+    -cp "$KAFKA_LIBS/*" "$cls" "$@"
+}

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Starts a throwaway PostgreSQL 15 cluster under $REPO/.local/pg (created on first use) and
+# prints its conninfo on stdout. Already running: just prints the conninfo.
+#   port: ${OUTBOX_PG_PORT:-55432}, 127.0.0.1 only, trust auth, superuser postgres,
+#   wal_level=logical, database `outbox`.
+# Writes OUTBOX_PG, OUTBOX_PG_DATA and OUTBOX_PG_BIN to $REPO/.local/env.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+[ -x "$PG_BIN/initdb" ] || die "$PG_BIN/initdb not found; run scripts/install-deps.sh"
+
+mkdir -p "$LOCAL_DIR"
+
+# Decide where the cluster lives (once). The postgres OS user must be able to reach it and
+# the socket path must fit in sun_path (107 bytes).
+if [ ! -e "$LOCAL_DIR/pg" ]; then
+  relocate=false
+  if [ ${#LOCAL_DIR} -gt 70 ]; then
+    relocate=true
+  elif is_root && ! runuser -u postgres -- test -x "$LOCAL_DIR"; then
+    relocate=true
+  fi
+  if $relocate; then
+    alt="/var/tmp/outbox-relay-pg-$(printf '%s' "$REPO" | md5sum | cut -c1-12)"
+    log "postgres cannot use $LOCAL_DIR/pg (permissions or socket path length); using $alt"
+    mkdir -p "$alt"
+    ln -s "$alt" "$LOCAL_DIR/pg"
+  else
+    mkdir -p "$LOCAL_DIR/pg"
+  fi
+fi
+ROOT="$(pg_root)"
+DATA="$ROOT/data"
+SOCK="$ROOT/sock"
+LOGDIR="$ROOT/log"
+LOGFILE="$LOGDIR/postgres.log"
+
+mkdir -p "$ROOT" "$SOCK" "$LOGDIR"
+chmod 755 "$ROOT"
+if is_root; then
+  chown postgres:postgres "$SOCK" "$LOGDIR"
+  [ -d "$DATA" ] && chown -R postgres:postgres "$DATA"
+fi
+
+pg_ctl() { as_pg "$PG_BIN/pg_ctl" "$@"; }
+psql_q() {
+  "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" "$@"
+}
+
+write_env() {
+  env_set OUTBOX_PG "$PG_CONNINFO"
+  env_set OUTBOX_PG_DATA "$DATA"
+  env_set OUTBOX_PG_BIN "$PG_BIN"
+}
+
+running() {
+  [ -f "$DATA/PG_VERSION" ] && pg_ctl status -D "$DATA" >/dev/null 2>&1
+}
+
+# Fast path: already up.
+if running && "$PG_BIN/pg_isready" -q -h "$PG_HOST" -p "$PG_PORT" -d postgres -U "$PG_USER"; then
+  write_env
+  printf '%s\n' "$PG_CONNINFO"
+  exit 0
+fi
+
+if [ ! -f "$DATA/PG_VERSION" ]; then
+  log "initdb $DATA"
+  rm -rf "$DATA"
+  mkdir -p "$DATA"
+  chmod 700 "$DATA"
+  is_root && chown postgres:postgres "$DATA"
+  if ! as_pg "$PG_BIN/initdb" -D "$DATA" -A trust -U postgres -E UTF8 --locale=C.UTF-8 \
+    >"$LOGDIR/initdb.log" 2>&1; then
+    cat "$LOGDIR/initdb.log" >&2
+    die "initdb failed"
+  fi
+  echo "include_if_exists = 'outbox-relay.conf'" | as_pg tee -a "$DATA/postgresql.conf" >/dev/null
+fi
+
+# Regenerated on every start so that OUTBOX_PG_PORT (and edits here) take effect.
+# fsync and friends stay at their defaults: the tests exercise crash behaviour.
+as_pg tee "$DATA/outbox-relay.conf" >/dev/null <<EOF
+# Written by scripts/pg-up.sh; overwritten on every start.
+port = $PG_PORT
+listen_addresses = '$PG_HOST'
+unix_socket_directories = '$SOCK'
+wal_level = logical
+max_wal_senders = 20
+max_replication_slots = 20
+shared_buffers = 128MB
+EOF
+
+if ! running; then
+  log "starting PostgreSQL on $PG_HOST:$PG_PORT (log: $LOGFILE)"
+  if ! pg_ctl start -w -t 60 -D "$DATA" -l "$LOGFILE" >/dev/null 2>&1; then
+    tail -n 30 "$LOGFILE" >&2 || true
+    die "pg_ctl start failed"
+  fi
+fi
+
+if ! wait_until 60 "pg_isready on $PG_HOST:$PG_PORT" \
+  "$PG_BIN/pg_isready" -q -h "$PG_HOST" -p "$PG_PORT" -d postgres -U "$PG_USER"; then
+  tail -n 30 "$LOGFILE" >&2 || true
+  die "PostgreSQL did not become ready"
+fi
+
+if [ "$(psql_q -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$PG_DB'")" != 1 ]; then
+  psql_q -d postgres -c "CREATE DATABASE $PG_DB" >/dev/null
+fi
+
+write_env
+printf '%s\n' "$PG_CONNINFO"
