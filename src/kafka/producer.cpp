@@ -100,6 +100,12 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
   FatalHandler on_fatal;
   std::unordered_map<std::string, TopicHandle> topics;
   Delivery scratch;
+
+  static bool is_size_error(rd_kafka_resp_err_t err) {
+    return err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
+           err == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE ||
+           err == RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE;
+  }
   bool waiting = false;
   bool destroyed = false;
 
@@ -142,20 +148,30 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     d.bytes = static_cast<std::size_t>(msg->len) + msg->key_len;
     d.ok = msg->err == RD_KAFKA_RESP_ERR_NO_ERROR;
     d.failure = classify(msg->err);
+    d.size_error = is_size_error(msg->err);
     d.partition = msg->partition;
     d.offset = msg->offset;
-    d.error.clear();
-    d.topic.clear();
-    d.id_header.clear();
+    d.topic = rd_kafka_topic_name(msg->rkt);
     if (!d.ok) {
-      d.error = std::string(rd_kafka_err2name(msg->err)) + ": " + rd_kafka_message_errstr(msg);
-      d.topic = rd_kafka_topic_name(msg->rkt);
+      d.error_name = rd_kafka_err2name(msg->err);
+      d.error = std::string(d.error_name) + ": " + rd_kafka_message_errstr(msg);
+      d.key = msg->key ? std::optional<std::string_view>(std::string_view(
+                             static_cast<const char*>(msg->key), msg->key_len))
+                       : std::nullopt;
+      d.value = msg->payload ? std::optional<std::string_view>(std::string_view(
+                                   static_cast<const char*>(msg->payload), msg->len))
+                             : std::nullopt;
+      d.id_header = {};
+      d.type_header.reset();
       rd_kafka_headers_t* hdrs = nullptr;
       if (rd_kafka_message_headers(msg, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         const void* v = nullptr;
         size_t n = 0;
         if (rd_kafka_header_get_last(hdrs, "id", &v, &n) == RD_KAFKA_RESP_ERR_NO_ERROR && v) {
-          d.id_header.assign(static_cast<const char*>(v), n);
+          d.id_header = std::string_view(static_cast<const char*>(v), n);
+        }
+        if (rd_kafka_header_get_last(hdrs, "type", &v, &n) == RD_KAFKA_RESP_ERR_NO_ERROR && v) {
+          d.type_header = std::string_view(static_cast<const char*>(v), n);
         }
       }
     }
@@ -268,11 +284,13 @@ ProduceResult Producer::produce(const Record& record, std::uint64_t opaque) {
       RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_TIMESTAMP(record.timestamp_ms),
       RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(opaque))),
       RD_KAFKA_V_END);
-  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return {ProduceStatus::kQueued, {}};
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return {ProduceStatus::kQueued, {}, false};
   // On failure the headers were not taken over and no delivery report will come.
   rd_kafka_headers_destroy(headers);
-  if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) return {ProduceStatus::kQueueFull, {}};
-  return {ProduceStatus::kFailed, std::string(rd_kafka_err2name(err)) + ": " + rd_kafka_err2str(err)};
+  if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) return {ProduceStatus::kQueueFull, {}, false};
+  return {ProduceStatus::kFailed,
+          std::string(rd_kafka_err2name(err)) + ": " + rd_kafka_err2str(err),
+          Impl::is_size_error(err)};
 }
 
 void Producer::drain() { impl_->drain(); }

@@ -136,7 +136,9 @@ MapResult Mapper::map_insert(const pgoutput::Insert& insert) {
                     .column = {},
                     .reason = "relation id " + std::to_string(insert.relid) +
                               " was never announced by a Relation message",
-                    .id = {}};
+                    .id = {},
+                    .payload = {},
+                    .aggregateid = {}};
   }
   const CachedRelation& relation = found->second;
   const TupleData& tuple = insert.new_tuple;
@@ -147,16 +149,26 @@ MapResult Mapper::map_insert(const pgoutput::Insert& insert) {
                     .reason = "insert has " + std::to_string(tuple.size()) +
                               " columns but the Relation message announced " +
                               std::to_string(relation.column_count) + " (protocol violation)",
-                    .id = {}};
+                    .id = {},
+                    .payload = {},
+                    .aggregateid = {}};
   }
   if (!relation.is_outbox) return NotOutbox{.table = relation.qualified_name};
 
   Event event;
+  const auto raw_text = [&](int index) -> std::optional<std::string_view> {
+    if (index < 0 || tuple[static_cast<std::size_t>(index)].kind != pgoutput::ValueKind::kText) {
+      return std::nullopt;
+    }
+    return tuple[static_cast<std::size_t>(index)].data;
+  };
   const auto error = [&](std::string_view column, std::string_view reason) {
     return MapError{.table = relation.qualified_name,
                     .column = std::string(column),
                     .reason = std::string(reason),
-                    .id = std::string(event.id)};
+                    .id = std::string(event.id),
+                    .payload = raw_text(relation.payload),
+                    .aggregateid = raw_text(relation.aggregateid)};
   };
 
   if (const auto reason = read_required(tuple, relation.id, event.id); !reason.empty()) {

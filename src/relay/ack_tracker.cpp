@@ -5,13 +5,13 @@
 
 namespace outbox::relay {
 
-AckTracker::TxnSeq AckTracker::begin(Lsn commit_lsn) {
+AckTracker::TxnSeq AckTracker::begin(Lsn commit_lsn, std::int64_t commit_time_ms) {
   if (open_) {
     throw std::logic_error("AckTracker: Begin at " + commit_lsn.to_string() +
                            " while a transaction is still open");
   }
   if (entries_.empty()) front_seq_ = next_seq_;
-  entries_.push_back(Entry{commit_lsn, Lsn{}, 0, false});
+  entries_.push_back(Entry{commit_lsn, Lsn{}, commit_time_ms, 0, false});
   open_ = next_seq_;
   return next_seq_++;
 }
@@ -61,6 +61,14 @@ void AckTracker::ack(TxnSeq txn, std::size_t bytes) {
   if (e.pending == 0 && e.closed && txn == front_seq_) pop_completed();
 }
 
+void AckTracker::resize_event(TxnSeq txn, std::size_t old_bytes, std::size_t new_bytes) {
+  if (entry(txn).pending == 0) {
+    throw std::logic_error("AckTracker: resize of an event of transaction " + std::to_string(txn) +
+                           " with no outstanding event");
+  }
+  inflight_bytes_ = inflight_bytes_ - old_bytes + new_bytes;
+}
+
 bool AckTracker::advance_idle(Lsn lsn) {
   if (!entries_.empty() || lsn <= confirmable_) return false;
   confirmable_ = lsn;
@@ -77,10 +85,25 @@ std::optional<Lsn> AckTracker::commit_lsn_of(TxnSeq txn) const {
   return entries_[txn - front_seq_].commit_lsn;
 }
 
+std::int64_t AckTracker::commit_time_ms_of(TxnSeq txn) const {
+  if (txn < front_seq_ || txn - front_seq_ >= entries_.size()) return 0;
+  return entries_[txn - front_seq_].commit_time_ms;
+}
+
+std::optional<std::int64_t> AckTracker::oldest_unacked_commit_time_ms() const {
+  for (const Entry& e : entries_) {
+    if (e.pending > 0) return e.commit_time_ms;
+  }
+  return std::nullopt;
+}
+
 void AckTracker::pop_completed() {
   while (!entries_.empty() && entries_.front().closed && entries_.front().pending == 0) {
     // Abandoned transactions carry no end LSN: they never move the watermark.
-    if (entries_.front().end_lsn > confirmable_) confirmable_ = entries_.front().end_lsn;
+    if (entries_.front().end_lsn > confirmable_) {
+      confirmable_ = entries_.front().end_lsn;
+      ++confirmed_transactions_;
+    }
     entries_.pop_front();
     ++front_seq_;
   }

@@ -52,6 +52,9 @@ bool retryable(const pg::Error& e) {
 
 enum class Handled { kDone, kQueueFull };
 
+// Marks the opaque of a dead-letter record (transaction sequence numbers stay far below).
+constexpr std::uint64_t kDlqFlag = 1ULL << 63;
+
 }  // namespace
 
 class Relay::Impl {
@@ -78,6 +81,7 @@ class Relay::Impl {
     while (!stopping_ && !fatal_) {
       bool streamed = false;
       std::string reason;
+      if (!standby_logged) set_state(State::kConnecting, "connecting to PostgreSQL");
       try {
         co_await session(streamed);
       } catch (const FatalError& f) {
@@ -87,6 +91,7 @@ class Relay::Impl {
           fail({kExitError, e.what()});
         } else if (e.sqlstate() == "55006") {
           reason = "slot in use by another connection";
+          set_state(State::kStandby, "standby: " + std::string(e.what()));
           if (!standby_logged) {
             log_->info("event=standby slot={} reason=\"{}\": waiting to take over", config_.slot,
                        e.what());
@@ -105,6 +110,8 @@ class Relay::Impl {
       txn_.reset();
       conn_.reset();
       if (stopping_ || fatal_) break;
+      ++metrics_.reconnects;
+      if (metrics_.state != State::kStandby) set_state(State::kConnecting, reason);
       if (streamed) {
         attempt = 0;
         standby_logged = false;
@@ -136,8 +143,25 @@ class Relay::Impl {
     co_return kExitOk;
   }
 
+  const Metrics& metrics() {
+    metrics_.confirmed_lsn = tracker_.confirmable();
+    metrics_.received_lsn = received_;
+    metrics_.server_wal_end = server_wal_end_;
+    metrics_.events_in_flight = tracker_.inflight_events();
+    metrics_.bytes_in_flight = tracker_.inflight_bytes();
+    metrics_.transactions_confirmed = tracker_.confirmed_transactions();
+    auto oldest = tracker_.oldest_unacked_commit_time_ms();
+    metrics_.oldest_unacked_age_seconds =
+        oldest ? std::max<double>(0, static_cast<double>(now_unix_ms() - *oldest) / 1000.0) : 0;
+    metrics_.producer_healthy = !fatal_;
+    return metrics_;
+  }
+
+  const RelayConfig& config() const { return config_; }
+
   void request_stop() {
     if (stopping_) return;
+    set_state(State::kStopping, "stopping");
     log_->info("event=stopping slot={}", config_.slot);
     stopping_ = true;
     wake_all();
@@ -149,6 +173,11 @@ class Relay::Impl {
     auto base = std::min<std::int64_t>(30'000, 200LL << std::min(attempt, 8));
     std::uniform_int_distribution<std::int64_t> jitter(base / 2, base);
     return std::chrono::milliseconds(jitter(rng_));
+  }
+
+  void set_state(State s, std::string reason) {
+    metrics_.state = s;
+    metrics_.state_reason = std::move(reason);
   }
 
   void fail(Fatal f) {
@@ -188,6 +217,7 @@ class Relay::Impl {
     co_await conn_->start_replication(command, config_.connect_timeout);
     had_slot_ = true;
     streamed = true;
+    set_state(State::kStreaming, "");
     log_->info("event=streaming slot={} publication={} server_wal={} timeline={}", config_.slot,
                config_.publication, sys.xlogpos.to_string(), sys.timeline);
     arm_status_timer();
@@ -270,7 +300,13 @@ class Relay::Impl {
     for (;;) {
       if (stopping_ || fatal_) co_return;
       if (backpressured()) {
-        co_await wait_for_change(Clock::now() + config_.status_interval);
+        // Stop reading the socket until acknowledgements free room; status updates go on.
+        set_state(State::kBackpressured, "in-flight bound reached");
+        auto t0 = Clock::now();
+        co_await wait_for_change(t0 + config_.status_interval);
+        metrics_.backpressure_seconds +=
+            std::chrono::duration<double>(Clock::now() - t0).count();
+        if (!backpressured() && !stopping_) set_state(State::kStreaming, "");
         continue;
       }
       std::optional<std::span<const std::byte>> frame = conn_->try_read();
@@ -326,9 +362,9 @@ class Relay::Impl {
   }
 
   Handled on_message(const pgoutput::Begin& b, const pgoutput::XLogData&) {
-    txn_ = tracker_.begin(b.final_lsn);
     commit_lsn_ = b.final_lsn;
     commit_time_ms_ = pgoutput::to_unix_millis(b.commit_time);
+    txn_ = tracker_.begin(b.final_lsn, commit_time_ms_);
     return Handled::kDone;
   }
 
@@ -346,16 +382,16 @@ class Relay::Impl {
 
   Handled on_message(const pgoutput::Insert& ins, const pgoutput::XLogData& x) {
     if (!txn_) {
-      throw FatalError({kExitError, "Insert at " + x.wal_start.to_string() + " outside a transaction"});
+      throw FatalError(
+          {kExitError, "Insert at " + x.wal_start.to_string() + " outside a transaction"});
     }
     outbox::MapResult mapped = mapper_.map_insert(ins);
     if (auto* err = std::get_if<outbox::MapError>(&mapped)) {
-      throw FatalError({kExitPoisonEvent,
-                        "cannot map event" + (err->id.empty() ? std::string() : " id=" + err->id) +
-                            " in table " + err->table + " (transaction commit LSN " +
-                            commit_lsn_.to_string() + "): column " + err->column + " " +
-                            err->reason + "; slot " + config_.slot + " stays at " +
-                            tracker_.confirmable().to_string()});
+      std::string reason = "column " + err->column + " " + err->reason;
+      if (err->column.empty()) reason = err->reason;
+      Poison p{err->id, err->aggregateid, err->payload, std::nullopt, "", err->table, reason,
+               "MAPPING_ERROR", false};
+      return poison_in_stream(p);
     }
     if (std::holds_alternative<outbox::NotOutbox>(mapped)) return Handled::kDone;
     const auto& ev = std::get<outbox::Event>(mapped);
@@ -367,17 +403,93 @@ class Relay::Impl {
     kafka::ProduceResult pr = producer_->produce(rec, *txn_);
     switch (pr.status) {
       case kafka::ProduceStatus::kQueued:
-        tracker_.add_event(*txn_, (ev.key ? ev.key->size() : 0) + (ev.value ? ev.value->size() : 0));
+        tracker_.add_event(*txn_,
+                           (ev.key ? ev.key->size() : 0) + (ev.value ? ev.value->size() : 0));
         return Handled::kDone;
       case kafka::ProduceStatus::kQueueFull:
         return Handled::kQueueFull;
-      case kafka::ProduceStatus::kFailed:
-        throw FatalError({kExitPoisonEvent, "cannot produce event id=" + std::string(ev.id) +
-                                                " to topic " + std::string(ev.topic) +
-                                                " (transaction commit LSN " +
-                                                commit_lsn_.to_string() + "): " + pr.error});
+      case kafka::ProduceStatus::kFailed: {
+        // Rejected before it left the process (e.g. larger than message.max.bytes).
+        Poison p{ev.id,  ev.key,   ev.value, ev.type, ev.topic, config_.mapper.schema + "." +
+                 config_.mapper.table, pr.error, first_word(pr.error), pr.size_error};
+        return poison_in_stream(p);
+      }
     }
     return Handled::kDone;
+  }
+
+  // An event that cannot reach its topic: what is known of it, for the error or the DLQ record.
+  struct Poison {
+    std::string_view id;
+    std::optional<std::string_view> key;
+    std::optional<std::string_view> value;
+    std::optional<std::string_view> type;
+    std::string_view original_topic;
+    std::string table;
+    std::string reason;
+    std::string reason_code;  // short label for metrics
+    bool size_error;          // the value itself is too large: leave it out of the DLQ record
+  };
+
+  // Byte count of the DLQ record, as its delivery report will give it.
+  static std::size_t dlq_bytes(const Poison& p) {
+    return (p.key ? p.key->size() : 0) + (p.size_error || !p.value ? 0 : p.value->size());
+  }
+
+  static std::string first_word(const std::string& s) { return s.substr(0, s.find(':')); }
+
+  std::string describe(const Poison& p, Lsn lsn) const {
+    return "event" + (p.id.empty() ? std::string() : " id=" + std::string(p.id)) + " of table " +
+           p.table + (p.original_topic.empty() ? "" : " for topic " + std::string(p.original_topic)) +
+           " (transaction commit LSN " + lsn.to_string() + "): " + p.reason;
+  }
+
+  // A poison event met while reading the stream (mapping or local produce failure).
+  Handled poison_in_stream(const Poison& p) {
+    ++metrics_.delivery_errors[p.reason_code];
+    if (config_.on_error == OnError::kFail) {
+      throw FatalError({kExitPoisonEvent, "cannot relay " + describe(p, commit_lsn_) + "; slot " +
+                                              config_.slot + " stays at " +
+                                              tracker_.confirmable().to_string()});
+    }
+    switch (dead_letter(p, *txn_, commit_lsn_)) {
+      case kafka::ProduceStatus::kQueued:
+        tracker_.add_event(*txn_, dlq_bytes(p));
+        return Handled::kDone;
+      case kafka::ProduceStatus::kQueueFull:
+        --metrics_.delivery_errors[p.reason_code];  // counted again when retried
+        return Handled::kQueueFull;
+      case kafka::ProduceStatus::kFailed:
+        break;
+    }
+    throw FatalError({kExitPoisonEvent, "cannot dead-letter " + describe(p, commit_lsn_) +
+                                            " to topic " + config_.dlq_topic});
+  }
+
+  // Publishes the poison event to the dead-letter topic; the record's acknowledgement counts
+  // for the original event.
+  kafka::ProduceStatus dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn) {
+    std::string lsn_text = lsn.to_string();
+    std::array<kafka::Header, 7> h;
+    std::size_t n = 0;
+    h[n++] = {"id", p.id};
+    if (p.type) h[n++] = {"type", *p.type};
+    h[n++] = {"outbox.error", p.reason};
+    h[n++] = {"outbox.original.topic", p.original_topic};
+    h[n++] = {"outbox.table", p.table};
+    h[n++] = {"outbox.lsn", lsn_text};
+    if (p.size_error) h[n++] = {"outbox.value.omitted", "too large for the broker"};
+    kafka::Record rec{config_.dlq_topic, p.key,
+                      p.size_error ? std::nullopt : p.value,
+                      std::span<const kafka::Header>(h.data(), n),
+                      tracker_.commit_time_ms_of(txn)};
+    kafka::ProduceResult r = producer_->produce(rec, txn | kDlqFlag);
+    if (r.status == kafka::ProduceStatus::kQueued) {
+      ++metrics_.dlq_events;
+      log_->warn("event=dead_lettered slot={} dlq_topic={} {}", config_.slot, config_.dlq_topic,
+                 describe(p, lsn));
+    }
+    return r.status;
   }
 
   // Published only with a user-made publication or unused pgoutput features: nothing to relay.
@@ -387,20 +499,47 @@ class Relay::Impl {
   }
 
   void on_delivery(const kafka::Delivery& d) {
+    const bool dlq_record = (d.opaque & kDlqFlag) != 0;
+    const AckTracker::TxnSeq txn = d.opaque & ~kDlqFlag;
     if (d.ok) {
-      tracker_.ack(d.opaque, d.bytes);
+      if (auto t = tracker_.commit_time_ms_of(txn); t > 0) {
+        metrics_.commit_to_ack_seconds.observe(static_cast<double>(now_unix_ms() - t) / 1000.0);
+      }
+      tracker_.ack(txn, d.bytes);
+      auto it = metrics_.events_published.find(d.topic);
+      if (it == metrics_.events_published.end()) {
+        it = metrics_.events_published.emplace(std::string(d.topic), 0).first;
+      }
+      ++it->second;
+      metrics_.bytes_published += d.bytes;
     } else {
-      // librdkafka retries transient failures by itself without a deadline; what arrives here
-      // is final for this record. It is never acknowledged, so nothing at or after it is
-      // confirmed.
-      auto lsn = tracker_.commit_lsn_of(d.opaque);
-      fail({kExitPoisonEvent, "delivery of event id=" + d.id_header + " to topic " + d.topic +
-                                  " failed: " + d.error + " (transaction commit LSN " +
-                                  (lsn ? lsn->to_string() : std::string("?")) + "); slot " +
-                                  config_.slot + " stays at " +
-                                  tracker_.confirmable().to_string()});
+      // librdkafka retries transient failures by itself, without a deadline; what arrives here
+      // is final for this record. Unless dead-lettered, it is never acknowledged, so nothing at
+      // or after it is confirmed.
+      ++metrics_.delivery_errors[std::string(d.error_name)];
+      Lsn lsn = tracker_.commit_lsn_of(txn).value_or(Lsn{});
+      Poison p{d.id_header, d.key, d.value, d.type_header, d.topic,
+               config_.mapper.schema + "." + config_.mapper.table, d.error,
+               std::string(d.error_name), d.size_error};
+      if (dlq_record || config_.on_error == OnError::kFail) {
+        fail({kExitPoisonEvent, std::string(dlq_record ? "dead-letter record of " : "delivery of ") +
+                                    describe(p, lsn) + "; slot " + config_.slot + " stays at " +
+                                    tracker_.confirmable().to_string()});
+      } else if (dead_letter(p, txn, lsn) != kafka::ProduceStatus::kQueued) {
+        fail({kExitPoisonEvent, "cannot dead-letter " + describe(p, lsn) + " to topic " +
+                                    config_.dlq_topic + " (producer queue full or rejected)"});
+      } else {
+        // The original record's place in its transaction passes to the DLQ record.
+        tracker_.resize_event(txn, d.bytes, dlq_bytes(p));
+      }
     }
     if (waiting_) wake_.cancel();
+  }
+
+  static std::int64_t now_unix_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
   }
 
   void arm_status_timer() {
@@ -472,6 +611,7 @@ class Relay::Impl {
   pgoutput::Message msg_;
   pgoutput::DecodeError decode_error_;
   std::array<kafka::Header, 2> headers_;
+  Metrics metrics_;
 };
 
 Relay::Relay(asio::io_context& io, RelayConfig config)
@@ -479,5 +619,7 @@ Relay::Relay(asio::io_context& io, RelayConfig config)
 Relay::~Relay() = default;
 awaitable<int> Relay::run() { return impl_->run(); }
 void Relay::request_stop() { impl_->request_stop(); }
+const Metrics& Relay::metrics() { return impl_->metrics(); }
+const RelayConfig& Relay::config() const { return impl_->config(); }
 
 }  // namespace outbox::relay

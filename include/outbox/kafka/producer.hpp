@@ -40,16 +40,24 @@ struct Record {
 // Whether a failure may go away by itself (librdkafka retries those) or is final for the record.
 enum class Failure { kNone, kRetriable, kPermanent };
 
+// A delivery report. The views refer into librdkafka's message and are valid only during the
+// handler call.
 struct Delivery {
   std::uint64_t opaque = 0;  // what the caller passed to produce()
   std::size_t bytes = 0;     // key size + value size of the record
   bool ok = true;
   Failure failure = Failure::kNone;
-  std::string error;  // librdkafka's error name and text when !ok
-  std::string topic;  // filled when !ok
+  bool size_error = false;  // the record is too large for the broker or the client
+  std::string_view error_name;  // librdkafka's error name when !ok, e.g. MSG_SIZE_TOO_LARGE
+  std::string error;            // error name and text when !ok
+  std::string_view topic;
   int partition = -1;
   std::int64_t offset = -1;
-  std::string id_header;  // value of the "id" header, filled when !ok
+  // Filled when !ok, so that the failure can be reported or dead-lettered.
+  std::optional<std::string_view> key;
+  std::optional<std::string_view> value;
+  std::string_view id_header;
+  std::optional<std::string_view> type_header;
 };
 
 struct ProducerConfig {
@@ -67,7 +75,8 @@ enum class ProduceStatus { kQueued, kQueueFull, kFailed };
 
 struct ProduceResult {
   ProduceStatus status = ProduceStatus::kQueued;
-  std::string error;  // for kFailed: what librdkafka said
+  std::string error;        // for kFailed: what librdkafka said
+  bool size_error = false;  // for kFailed: the record exceeds message.max.bytes
 };
 
 class Producer {

@@ -47,6 +47,10 @@ struct MapError {
   std::string column;  // offending column, empty when the whole row is at fault
   std::string reason;  // "is NULL", "is missing from the table", "is not valid JSON: ..."
   std::string id;      // event id when it could be read, else empty
+  // Raw text of the payload and aggregate id columns when present, for a dead-letter record.
+  // Views into the Insert: valid as long as the Event views would be.
+  std::optional<std::string_view> payload;
+  std::optional<std::string_view> aggregateid;
 };
 
 // The insert was for a table other than the outbox (possible with a user-made publication).

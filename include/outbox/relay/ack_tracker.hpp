@@ -22,7 +22,7 @@ class AckTracker {
 
   // Opens a transaction (on Begin). At most one transaction is open at a time.
   // Throws std::logic_error if one is already open.
-  TxnSeq begin(Lsn commit_lsn);
+  TxnSeq begin(Lsn commit_lsn, std::int64_t commit_time_ms = 0);
 
   // One event of the open transaction was handed to the producer.
   void add_event(TxnSeq txn, std::size_t bytes);
@@ -39,6 +39,9 @@ class AckTracker {
   // Throws std::logic_error for a transaction with nothing outstanding.
   void ack(TxnSeq txn, std::size_t bytes);
 
+  // An outstanding event of `txn` is replaced by another record (its dead-letter copy).
+  void resize_event(TxnSeq txn, std::size_t old_bytes, std::size_t new_bytes);
+
   // End LSN of the last fully acknowledged committed transaction of the prefix; monotonic.
   Lsn confirmable() const { return confirmable_; }
 
@@ -54,11 +57,17 @@ class AckTracker {
   // Commit LSN of the oldest transaction not yet confirmable, if any.
   std::optional<Lsn> oldest_pending_commit() const;
   std::optional<Lsn> commit_lsn_of(TxnSeq txn) const;
+  std::int64_t commit_time_ms_of(TxnSeq txn) const;
+  // Commit time of the oldest transaction with events still unacknowledged, if any.
+  std::optional<std::int64_t> oldest_unacked_commit_time_ms() const;
+  // Committed transactions that became confirmable so far.
+  std::uint64_t confirmed_transactions() const { return confirmed_transactions_; }
 
  private:
   struct Entry {
     Lsn commit_lsn;
     Lsn end_lsn;  // zero while open, and for abandoned transactions
+    std::int64_t commit_time_ms = 0;
     std::size_t pending = 0;
     bool closed = false;  // committed or abandoned
   };
@@ -73,6 +82,7 @@ class AckTracker {
   Lsn confirmable_;
   std::size_t inflight_events_ = 0;
   std::size_t inflight_bytes_ = 0;
+  std::uint64_t confirmed_transactions_ = 0;
 };
 
 }  // namespace outbox::relay

@@ -31,17 +31,20 @@ inline const char* to_string(State s) {
 
 // Cumulative histogram with fixed upper bounds (seconds), as Prometheus expects.
 struct Histogram {
-  static constexpr std::array<double, 12> kBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                     0.1,   0.25,   0.5,   1.0,  2.5,   10.0};
+  static constexpr std::array<double, 17> kBounds = {
+      0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03,
+      0.05,  0.1,   0.25,  0.5,   1.0,    2.5,  10.0,  60.0};
   std::array<std::uint64_t, kBounds.size() + 1> buckets{};  // last one is +Inf; not cumulative
   double sum = 0;
   std::uint64_t count = 0;
+  double max = 0;
 
   void observe(double seconds) {
     std::size_t i = 0;
     while (i < kBounds.size() && seconds > kBounds[i]) ++i;
     ++buckets[i];
     sum += seconds;
+    if (seconds > max) max = seconds;
     ++count;
   }
 };

@@ -15,6 +15,7 @@
 
 #include "outbox/kafka/producer.hpp"
 #include "outbox/outbox/mapper.hpp"
+#include "outbox/relay/metrics.hpp"
 
 namespace outbox::relay {
 
@@ -25,6 +26,12 @@ enum ExitCode : int {
   kExitUsage = 2,        // bad flags
   kExitPoisonEvent = 3,  // an event could not be mapped or delivered, and --on-error=fail
   kExitSlotLost = 4,     // the slot vanished or was invalidated after we had it
+};
+
+// What to do with an event that cannot be mapped or that the broker rejects for good.
+enum class OnError {
+  kFail,  // stop with kExitPoisonEvent; the slot stays before the event
+  kDlq,   // publish it to the dead-letter topic with the error; handled once that is acknowledged
 };
 
 struct RelayConfig {
@@ -39,6 +46,8 @@ struct RelayConfig {
   std::chrono::milliseconds connect_timeout{30'000};
   std::size_t max_inflight_events = 100'000;
   std::size_t max_inflight_bytes = 256u << 20;
+  OnError on_error = OnError::kFail;
+  std::string dlq_topic = "outbox.dlq";
 };
 
 class Relay {
@@ -55,6 +64,11 @@ class Relay {
 
   // Begins the shutdown sequence (signal handlers call this on the io thread).
   void request_stop();
+
+  // Counters and gauges, refreshed on every call (gauges are computed then). Same thread only.
+  const Metrics& metrics();
+
+  const RelayConfig& config() const;
 
  private:
   class Impl;
