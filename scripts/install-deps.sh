@@ -12,7 +12,7 @@ packages=(
   libboost-dev librdkafka-dev libsimdjson-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
   clang libclang-rt-14-dev clang-format
-  procps psmisc
+  procps psmisc kafkacat
 )
 # Java and Maven may come from outside apt (SDKMAN, a tarball, the CI image...).
 command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)
