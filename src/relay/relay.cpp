@@ -345,20 +345,29 @@ class Relay::Impl {
     }
     auto& x = std::get<pgoutput::XLogData>(cm);
     if (x.wal_end > received_) received_ = x.wal_end;
-    if (const pgoutput::DecodeError* err = pgoutput::decode_into(x.payload, msg_, decode_error_)) {
+    // Inserts decode into their own Message so that its tuple storage is reused from one event
+    // to the next; Begin/Commit in between would otherwise replace it.
+    pgoutput::Message& msg =
+        !x.payload.empty() && x.payload[0] == std::byte{'I'} ? insert_msg_ : msg_;
+    if (const pgoutput::DecodeError* err = pgoutput::decode_into(x.payload, msg, decode_error_)) {
       throw FatalError({kExitError, "pgoutput message at " + x.wal_start.to_string() +
                                         " cannot be decoded: " + err->reason + " (offset " +
                                         std::to_string(err->offset) + ")"});
     }
-    return std::visit([&](auto& m) { return on_message(m, x); }, msg_);
+    return std::visit([&](auto& m) { return on_message(m, x); }, msg);
   }
 
   void on_keepalive(const pgoutput::Keepalive& k) {
     if (k.wal_end > server_wal_end_) server_wal_end_ = k.wal_end;
     // Everything received before this keepalive has been handled; with nothing in flight its
     // walEnd is safe to confirm, which keeps an idle slot from retaining WAL.
-    if (!tracker_.has_open()) tracker_.advance_idle(k.wal_end);
-    if (k.reply_requested) send_status();
+    bool advanced = !tracker_.has_open() && tracker_.advance_idle(k.wal_end);
+    // The server sends an unrequested keepalive when our reported position lags its own while it
+    // waits for WAL (e.g. busy unpublished tables): answer soon so the slot does not hold WAL.
+    if (k.reply_requested ||
+        (advanced && Clock::now() - last_status_sent_ >= std::chrono::seconds(1))) {
+      send_status();
+    }
   }
 
   Handled on_message(const pgoutput::Begin& b, const pgoutput::XLogData&) {
@@ -556,6 +565,7 @@ class Relay::Impl {
     Lsn flush = tracker_.confirmable();
     try {
       conn_->send_status(flush, flush, false);
+      last_status_sent_ = Clock::now();
     } catch (const pg::Error& e) {
       // The read loop sees the broken connection and reconnects.
       log_->debug("event=status_failed slot={} error=\"{}\"", config_.slot, e.what());
@@ -608,7 +618,9 @@ class Relay::Impl {
   Lsn received_;
   Lsn server_wal_end_;
   Lsn last_reported_;
+  Clock::time_point last_status_sent_;
   pgoutput::Message msg_;
+  pgoutput::Message insert_msg_;
   pgoutput::DecodeError decode_error_;
   std::array<kafka::Header, 2> headers_;
   Metrics metrics_;

@@ -1,0 +1,697 @@
+// End-to-end story of the relay as a user sees it: rows committed to the outbox table show up in
+// Kafka once each (or again after a crash, never lost), in commit order per aggregate, with the
+// documented topic, key, value, headers and timestamp; rolled-back rows never show up; the slot's
+// confirmed position follows what Kafka acknowledged and no further.
+//
+// Runs the real outbox-relay binary against the real PostgreSQL and Kafka that scripts/test.sh
+// starts. Every test has its own table, slot, publication and topics (unique suffix).
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "outbox_test/kafka_reader.hpp"
+#include "outbox_test/pg_client.hpp"
+#include "outbox_test/relay_process.hpp"
+#include "outbox_test/support.hpp"
+
+namespace outbox_test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int kAggregates = 50;
+constexpr int kAggregateTypes = 3;
+// Slack between the test's wall clock around COMMIT and the commit time the relay stamps.
+constexpr std::int64_t kTimestampSlackMs = 2000;
+
+// One committed outbox row as PostgreSQL prints it.
+struct OutboxRow {
+  std::string aggregatetype;
+  std::string aggregateid;
+  std::string type;
+  std::string payload;  // payload::text
+  std::int64_t seq = 0;
+};
+
+// Collects mismatches instead of flooding the output with thousands of failed EXPECTs.
+class Problems {
+ public:
+  void add(const std::string& text) {
+    if (texts_.size() < 20) texts_.push_back(text);
+    ++count_;
+  }
+  std::size_t count() const { return count_; }
+  std::string describe() const {
+    std::string out = std::to_string(count_) + " problem(s), first ones:\n";
+    for (const auto& text : texts_) out += "  " + text + "\n";
+    return out;
+  }
+
+ private:
+  std::vector<std::string> texts_;
+  std::size_t count_ = 0;
+};
+
+std::string describe(const Record& record) {
+  std::ostringstream out;
+  out << record.topic << "/" << record.partition << "@" << record.offset
+      << " key=" << record.key.value_or("(null)") << " value=" << record.value;
+  for (const auto& [name, value] : record.headers) out << " " << name << "=" << value;
+  return out.str();
+}
+
+// Records in Kafka order: by topic, partition, offset.
+std::vector<const Record*> in_kafka_order(const std::vector<Record>& records) {
+  std::vector<const Record*> sorted;
+  sorted.reserve(records.size());
+  for (const auto& record : records) sorted.push_back(&record);
+  std::sort(sorted.begin(), sorted.end(), [](const Record* a, const Record* b) {
+    return std::tie(a->topic, a->partition, a->offset) <
+           std::tie(b->topic, b->partition, b->offset);
+  });
+  return sorted;
+}
+
+// A read_until predicate: true once `target` distinct `id` headers have been read. Incremental, so
+// polling 50,000 records stays cheap.
+class DistinctIds {
+ public:
+  explicit DistinctIds(std::size_t target) : target_(target) {}
+  bool operator()(const std::vector<Record>& records) {
+    for (; seen_records_ < records.size(); ++seen_records_) {
+      auto it = records[seen_records_].headers.find("id");
+      if (it != records[seen_records_].headers.end()) ids_.insert(it->second);
+    }
+    return ids_.size() >= target_;
+  }
+  std::size_t count() const { return ids_.size(); }
+
+ private:
+  std::size_t target_;
+  std::size_t seen_records_ = 0;
+  std::unordered_set<std::string> ids_;
+};
+
+class RelayIntegration : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    try {
+      conninfo_ = require_env("OUTBOX_PG");
+      brokers_ = require_env("OUTBOX_BROKERS");
+      relay_bin_ = require_env("OUTBOX_RELAY_BIN");
+    } catch (const std::exception& e) {
+      GTEST_FAIL() << e.what();
+    }
+    ASSERT_TRUE(std::filesystem::is_regular_file(relay_bin_))
+        << "OUTBOX_RELAY_BIN=" << relay_bin_ << " is not a file";
+    suffix_ = unique_suffix();
+    table_ = "outbox_it_" + suffix_;
+    slot_ = "it_" + suffix_;
+    publication_ = "it_" + suffix_;
+    for (const char* name : {"Order", "Customer", "Invoice"}) {
+      aggregatetypes_.push_back(name + suffix_);
+      topics_.push_back("outbox.event." + aggregatetypes_.back());
+    }
+    pg_ = std::make_unique<PgClient>(conninfo_);
+  }
+
+  void TearDown() override {
+    for (auto& relay : relays_) {
+      if (relay->is_running() && !relay->terminate(10s)) relay->kill9();
+    }
+    if (HasFailure()) {
+      for (auto& relay : relays_) {
+        std::cerr << "---- relay log " << relay->log_path() << " (last lines) ----\n"
+                  << tail_file(relay->log_path(), 60);
+      }
+    }
+    if (!pg_) return;
+    // The slot only after the relay is gone: an abandoned slot would hold WAL forever.
+    try {
+      pg_->drop_slot_if_exists(slot_);
+      pg_->exec("DROP PUBLICATION IF EXISTS " + publication_);
+      pg_->exec("DROP TABLE IF EXISTS public." + table_);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "cleanup: " << e.what();
+    }
+  }
+
+  std::string qualified_table() const { return "public." + table_; }
+
+  void create_outbox_table() {
+    pg_->exec("CREATE TABLE " + qualified_table() +
+              " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,"
+              " aggregateid text NOT NULL, type text NOT NULL, payload jsonb NOT NULL)");
+  }
+
+  // Every test names its own table, slot and publication; status updates every second so the
+  // confirmed position can be checked within seconds.
+  std::vector<std::string> relay_args() const {
+    std::vector<std::string> args;
+    for (const auto& [flag, value] : {std::pair{"--pg", conninfo_},
+                                      {"--brokers", brokers_},
+                                      {"--slot", slot_},
+                                      {"--publication", publication_},
+                                      {"--table", qualified_table()},
+                                      {"--status-interval", std::string("1s")}}) {
+      args.push_back(flag);
+      args.push_back(value);
+    }
+    return args;
+  }
+
+  std::string log_path(const std::string& what) const {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    return std::string(OUTBOX_TEST_LOG_DIR) + "/" + info->name() + "_" + suffix_ + "_" + what +
+           ".log";
+  }
+
+  RelayProcess& start_relay(std::vector<std::string> extra_args = {}) {
+    auto args = relay_args();
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    relays_.push_back(std::make_unique<RelayProcess>(
+        relay_bin_, args, log_path("relay" + std::to_string(relays_.size() + 1))));
+    std::cerr << "relay log: " << relays_.back()->log_path() << "\n";
+    return *relays_.back();
+  }
+
+  // The relay created its slot and reached a consistent point (a slot has no confirmed position
+  // before that) and streams from it. Rows committed from now on must all reach Kafka.
+  void wait_until_streaming(RelayProcess& relay) {
+    const bool ready = wait_until(
+        [&] {
+          return !relay.is_running() ||
+                 (pg_->slot_confirmed_flush(slot_).has_value() && pg_->slot_active(slot_));
+        },
+        60s, 100ms);
+    ASSERT_TRUE(relay.is_running())
+        << "relay exited early with code " << relay.wait_exit(0ms).value_or(-1);
+    ASSERT_TRUE(ready) << "slot " << slot_ << " not created and streaming within 60 s";
+  }
+
+  // Waits until the slot's confirmed position reached `lsn`.
+  void expect_confirmed_reaches(Lsn lsn, std::chrono::milliseconds timeout) {
+    std::optional<Lsn> confirmed;
+    const bool reached = wait_until(
+        [&] {
+          confirmed = pg_->slot_confirmed_flush(slot_);
+          return confirmed && *confirmed >= lsn;
+        },
+        timeout, 100ms);
+    EXPECT_TRUE(reached) << "slot " << slot_ << " confirmed_flush_lsn "
+                         << (confirmed ? format_lsn(*confirmed) : "(none)") << " did not reach "
+                         << format_lsn(lsn) << " within " << timeout.count() << " ms";
+  }
+
+  // All rows of the outbox table by id.
+  std::unordered_map<std::string, OutboxRow> committed_rows() {
+    std::unordered_map<std::string, OutboxRow> rows;
+    for (auto& row : pg_->query("SELECT id::text, aggregatetype, aggregateid, type, payload::text,"
+                                " (payload->>'seq')::bigint FROM " +
+                                qualified_table())) {
+      rows.emplace(*row[0], OutboxRow{*row[1], *row[2], *row[3], *row[4], std::stoll(*row[5])});
+    }
+    return rows;
+  }
+
+  // What a consumer checks on each record against the row it came from: topic from the template,
+  // key, value as PostgreSQL prints it, headers, and that Java clients would pick the same
+  // partition for the key.
+  void check_record_matches_row(const Record& record, const OutboxRow& row, KafkaReader& reader,
+                                Problems& problems) {
+    if (record.topic != "outbox.event." + row.aggregatetype) {
+      problems.add("topic for " + row.aggregatetype + ": " + describe(record));
+    }
+    if (record.key != row.aggregateid)
+      problems.add("key != " + row.aggregateid + ": " + describe(record));
+    if (record.value != row.payload)
+      problems.add("value != " + row.payload + ": " + describe(record));
+    auto type = record.headers.find("type");
+    if (type == record.headers.end() || type->second != row.type) {
+      problems.add("type header != " + row.type + ": " + describe(record));
+    }
+    const auto partitions = reader.partition_count(record.topic);
+    if (record.key && partitions && record.partition != java_partition(*record.key, *partitions)) {
+      problems.add("partition differs from the Java client's (murmur2 of the key " +
+                   std::to_string(java_partition(*record.key, *partitions)) +
+                   "): " + describe(record));
+    }
+  }
+
+  std::string conninfo_;
+  std::string brokers_;
+  std::string relay_bin_;
+  std::string suffix_;
+  std::string table_;
+  std::string slot_;
+  std::string publication_;
+  std::vector<std::string> aggregatetypes_;
+  std::vector<std::string> topics_;
+  std::unique_ptr<PgClient> pg_;
+  std::vector<std::unique_ptr<RelayProcess>> relays_;
+};
+
+// 1,000 transactions of 10 events over 50 aggregates and 3 aggregate types, 100 rolled-back
+// transactions between them: every committed event arrives exactly once, correctly shaped, in
+// commit order per aggregate; no rolled-back one does; the slot confirms all of it.
+TEST_F(RelayIntegration, EndToEnd) {
+  constexpr int kTransactions = 1000;
+  constexpr int kEventsPerTransaction = 10;
+  constexpr int kEvents = kTransactions * kEventsPerTransaction;
+
+  create_outbox_table();
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+
+  // Wall-clock interval around each event's COMMIT, for the timestamp check (seq is 1-based).
+  std::vector<std::int64_t> before_commit_ms(kEvents + 1);
+  std::vector<std::int64_t> after_commit_ms(kEvents + 1);
+  const auto started = Clock::now();
+  for (int t = 0; t < kTransactions; ++t) {
+    std::string sql = "BEGIN;";
+    for (int e = 1; e <= kEventsPerTransaction; ++e) {
+      const int seq = t * kEventsPerTransaction + e;
+      const int aggregate = (seq * 7) % kAggregates;
+      sql += "INSERT INTO " + qualified_table() +
+             " (aggregatetype, aggregateid, type, payload) VALUES ('" +
+             aggregatetypes_[aggregate % kAggregateTypes] + "', 'agg-" + std::to_string(aggregate) +
+             "', 'Event" + std::to_string(seq % 4) + "', '{\"seq\": " + std::to_string(seq) +
+             "}');";
+    }
+    sql += "COMMIT;";
+    const auto before = wall_clock_ms();
+    pg_->exec(sql);
+    const auto after = wall_clock_ms();
+    for (int e = 1; e <= kEventsPerTransaction; ++e) {
+      before_commit_ms[t * kEventsPerTransaction + e] = before;
+      after_commit_ms[t * kEventsPerTransaction + e] = after;
+    }
+    if (t % 10 == 5) {
+      pg_->exec("BEGIN; INSERT INTO " + qualified_table() +
+                " (aggregatetype, aggregateid, type, payload) VALUES ('" + aggregatetypes_[0] +
+                "', 'agg-" + std::to_string(t % kAggregates) +
+                "', 'Ghost', '{\"rolledback\": true}'); ROLLBACK;");
+    }
+  }
+  const Lsn lsn_after_inserts = pg_->current_wal_lsn();
+  std::cout << "inserted " << kEvents << " events in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count()
+            << " ms\n";
+
+  auto rows = committed_rows();
+  ASSERT_EQ(rows.size(), static_cast<std::size_t>(kEvents));
+
+  KafkaReader reader(brokers_, topics_);
+  DistinctIds all_ids(kEvents);
+  const bool all_arrived = reader.read_until(std::ref(all_ids), 120s);
+  ASSERT_TRUE(all_arrived) << all_ids.count() << " of " << kEvents
+                           << " events reached Kafka within 120 s; reader errors: "
+                           << reader.errors().size();
+  std::cout << "all " << kEvents << " events in Kafka after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count()
+            << " ms\n";
+
+  // Publish first, confirm after: once everything is in Kafka the slot catches up with the WAL.
+  expect_confirmed_reaches(lsn_after_inserts, 30s);
+  // Anything extra (a duplicate, a ghost) would be in Kafka by now; read what else is there.
+  reader.read_for(1s);
+
+  EXPECT_EQ(reader.records().size(), static_cast<std::size_t>(kEvents))
+      << "each committed event exactly once";
+  Problems problems;
+  std::unordered_map<std::string, int> deliveries;
+  std::map<std::string, std::int64_t> last_seq_by_aggregate;
+  std::map<std::string, std::int32_t> partition_by_aggregate;
+  for (const Record* record : in_kafka_order(reader.records())) {
+    if (record->value.find("rolledback") != std::string::npos) {
+      problems.add("rolled-back event in Kafka: " + describe(*record));
+      continue;
+    }
+    auto id = record->headers.find("id");
+    if (id == record->headers.end()) {
+      problems.add("no id header: " + describe(*record));
+      continue;
+    }
+    auto row = rows.find(id->second);
+    if (row == rows.end()) {
+      problems.add("id header names no committed row: " + describe(*record));
+      continue;
+    }
+    ++deliveries[id->second];
+    check_record_matches_row(*record, row->second, reader, problems);
+    const auto seq = row->second.seq;
+    if (!record->create_time || record->timestamp_ms < before_commit_ms[seq] - kTimestampSlackMs ||
+        record->timestamp_ms > after_commit_ms[seq] + kTimestampSlackMs) {
+      problems.add("timestamp " + std::to_string(record->timestamp_ms) +
+                   " is not the commit time, committed between " +
+                   std::to_string(before_commit_ms[seq]) + " and " +
+                   std::to_string(after_commit_ms[seq]) + ": " + describe(*record));
+    }
+    const auto& aggregate = row->second.aggregateid;
+    auto [partition, first] = partition_by_aggregate.emplace(aggregate, record->partition);
+    if (!first && partition->second != record->partition) {
+      problems.add("aggregate " + aggregate + " spread over partitions: " + describe(*record));
+    }
+    auto last = last_seq_by_aggregate.find(aggregate);
+    if (last != last_seq_by_aggregate.end() && last->second >= seq) {
+      problems.add("aggregate " + aggregate + ": seq " + std::to_string(seq) + " after " +
+                   std::to_string(last->second) + " (not commit order): " + describe(*record));
+    }
+    last_seq_by_aggregate[aggregate] = seq;
+  }
+  for (const auto& [id, row] : rows) {
+    auto it = deliveries.find(id);
+    if (it == deliveries.end()) {
+      problems.add("committed event seq " + std::to_string(row.seq) + " id " + id +
+                   " not in Kafka");
+    } else if (it->second != 1) {
+      problems.add("event id " + id + " delivered " + std::to_string(it->second) + " times");
+    }
+  }
+  EXPECT_EQ(problems.count(), 0u) << problems.describe();
+  EXPECT_EQ(last_seq_by_aggregate.size(), static_cast<std::size_t>(kAggregates));
+
+  const auto exit_code = relay.terminate(40s);
+  ASSERT_TRUE(exit_code.has_value()) << "relay did not stop within 40 s of SIGTERM";
+  EXPECT_EQ(*exit_code, 0) << "graceful stop on SIGTERM";
+}
+
+// The broker hangs (SIGSTOP) while events are committed: the slot must not confirm them, and once
+// the broker is back they all arrive and the slot catches up.
+TEST_F(RelayIntegration, BrokerStopped) {
+  constexpr int kTransactions = 20;
+  constexpr int kEventsPerTransaction = 10;
+  const std::string pid_file = [] {
+    try {
+      return require_env("OUTBOX_KAFKA_PID_FILE");
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+      return std::string();
+    }
+  }();
+  ASSERT_FALSE(pid_file.empty());
+  pid_t kafka_pid = 0;
+  {
+    std::ifstream in(pid_file);
+    in >> kafka_pid;
+  }
+  ASSERT_GT(kafka_pid, 0) << "no pid in OUTBOX_KAFKA_PID_FILE=" << pid_file;
+  ASSERT_EQ(::kill(kafka_pid, 0), 0)
+      << "Kafka process " << kafka_pid << " from " << pid_file << " is not running";
+
+  create_outbox_table();
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  const std::string insert_prefix = "INSERT INTO " + qualified_table() +
+                                    " (aggregatetype, aggregateid, type, payload) VALUES ('" +
+                                    aggregatetypes_[0] + "', ";
+  auto insert_sql = [&](int seq) {
+    return insert_prefix + "'agg-" + std::to_string(seq % 5) +
+           "', 'Event', '{\"seq\": " + std::to_string(seq) + "}');";
+  };
+
+  // Caught up: a first event is in Kafka and confirmed, so the producer is connected and the
+  // topic exists before the broker stops.
+  KafkaReader reader(brokers_, {topics_[0]});
+  pg_->exec(insert_sql(0));
+  const Lsn lsn_warm = pg_->current_wal_lsn();
+  ASSERT_TRUE(reader.read_until([](const auto& records) { return !records.empty(); }, 60s))
+      << "first event did not reach Kafka";
+  expect_confirmed_reaches(lsn_warm, 30s);
+  ASSERT_FALSE(HasFailure());
+
+  ASSERT_EQ(::kill(kafka_pid, SIGSTOP), 0);
+  // Whatever happens below, the broker must run again for the other tests.
+  ScopeGuard resume_broker([kafka_pid] { ::kill(kafka_pid, SIGCONT); });
+  const auto stopped_at = Clock::now();
+
+  // Upper bound for the first new transaction's commit position: the WAL insert position after
+  // its rows, before its COMMIT. The relay may confirm keepalive positions up to there (nothing
+  // of ours is in flight yet), never this transaction's end.
+  pg_->exec("BEGIN");
+  for (int e = 1; e <= kEventsPerTransaction; ++e) pg_->exec(insert_sql(e));
+  const Lsn before_first_commit = pg_->current_wal_insert_lsn();
+  pg_->exec("COMMIT");
+  for (int t = 1; t < kTransactions; ++t) {
+    std::string sql = "BEGIN;";
+    for (int e = 1; e <= kEventsPerTransaction; ++e)
+      sql += insert_sql(t * kEventsPerTransaction + e);
+    pg_->exec(sql + "COMMIT;");
+  }
+  const Lsn lsn_after_inserts = pg_->current_wal_lsn();
+
+  // Five status intervals with the broker down: nothing acknowledged, nothing confirmed.
+  std::optional<Lsn> confirmed;
+  const bool confirmed_too_far = wait_until(
+      [&] {
+        confirmed = pg_->slot_confirmed_flush(slot_);
+        return !relay.is_running() || !confirmed || *confirmed > before_first_commit;
+      },
+      5s, 100ms);
+  EXPECT_FALSE(confirmed_too_far) << "slot " << slot_ << " confirmed "
+                                  << (confirmed ? format_lsn(*confirmed) : "(none)")
+                                  << " past the first unacknowledged commit at "
+                                  << format_lsn(before_first_commit)
+                                  << " (relay running: " << relay.is_running() << ")";
+  ASSERT_TRUE(relay.is_running()) << "the relay must ride out a stopped broker";
+  ::kill(kafka_pid, SIGCONT);
+  std::cout << "slot confirmed " << (confirmed ? format_lsn(*confirmed) : "(none)")
+            << " while the broker was stopped; first commit after "
+            << format_lsn(before_first_commit) << ", last commit before "
+            << format_lsn(lsn_after_inserts) << "\n";
+  std::cout
+      << "broker stopped for "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stopped_at).count()
+      << " ms\n";
+
+  const std::size_t expected = 1 + kTransactions * kEventsPerTransaction;
+  DistinctIds all_ids(expected);
+  ASSERT_TRUE(reader.read_until(std::ref(all_ids), 120s))
+      << all_ids.count() << " of " << expected << " events in Kafka within 120 s of SIGCONT";
+  expect_confirmed_reaches(lsn_after_inserts, 30s);
+
+  auto rows = committed_rows();
+  ASSERT_EQ(rows.size(), expected);
+  Problems problems;
+  std::map<std::string, std::int64_t> last_seq_by_aggregate;
+  for (const Record* record : in_kafka_order(reader.records())) {
+    auto id = record->headers.find("id");
+    auto row = id == record->headers.end() ? rows.end() : rows.find(id->second);
+    if (row == rows.end()) {
+      problems.add("not a committed event: " + describe(*record));
+      continue;
+    }
+    check_record_matches_row(*record, row->second, reader, problems);
+    auto last = last_seq_by_aggregate.find(row->second.aggregateid);
+    if (last != last_seq_by_aggregate.end() && last->second >= row->second.seq) {
+      problems.add("not in commit order: " + describe(*record));
+    }
+    last_seq_by_aggregate[row->second.aggregateid] = row->second.seq;
+  }
+  EXPECT_EQ(problems.count(), 0u) << problems.describe();
+  EXPECT_EQ(reader.records().size(), expected) << "the idempotent producer adds no duplicates";
+
+  const auto exit_code = relay.terminate(40s);
+  ASSERT_TRUE(exit_code.has_value()) << "relay did not stop within 40 s of SIGTERM";
+  EXPECT_EQ(*exit_code, 0);
+}
+
+// The relay is killed with SIGKILL halfway through 50,000 events and restarted on the same slot:
+// nothing is lost, duplicates are faithful copies (same key, value, headers and commit-time
+// timestamp, so consumers can drop them by id), and first deliveries keep commit order.
+TEST_F(RelayIntegration, KillNine) {
+  constexpr int kTransactions = 1000;
+  constexpr int kEventsPerTransaction = 50;
+  constexpr int kEvents = kTransactions * kEventsPerTransaction;
+  constexpr auto kInsertDuration = std::chrono::milliseconds(8000);
+
+  create_outbox_table();
+  RelayProcess& first_relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(first_relay));
+
+  // Commits go on from another connection while the relay streams and gets killed.
+  const Lsn slot_start = pg_->slot_confirmed_flush(slot_).value_or(0);
+  std::atomic<int> committed_transactions{0};
+  std::exception_ptr insert_error;
+  std::jthread inserter([&](std::stop_token stop) {
+    try {
+      PgClient pg(conninfo_);
+      const std::string sql =
+          "INSERT INTO " + qualified_table() +
+          " (aggregatetype, aggregateid, type, payload)"
+          " SELECT (ARRAY['" +
+          aggregatetypes_[0] + "', '" + aggregatetypes_[1] + "', '" + aggregatetypes_[2] +
+          "'])[(g * 7 % " + std::to_string(kAggregates) +
+          ") % 3 + 1],"
+          " 'agg-' || (g * 7 % " +
+          std::to_string(kAggregates) +
+          "), 'Event' || (g % 4),"
+          " jsonb_build_object('seq', g) FROM generate_series($1::bigint, $2::bigint) AS g"
+          " ORDER BY g";
+      // A steady commit rate (a load shape, not a wait): the whole load takes about
+      // kInsertDuration, so the kill lands while commits go on, as in production. Unpaced, the
+      // server commits 50,000 rows faster than a status interval.
+      auto next_commit = Clock::now();
+      for (int t = 0; t < kTransactions && !stop.stop_requested(); ++t) {
+        std::this_thread::sleep_until(next_commit);
+        next_commit += kInsertDuration / kTransactions;
+        pg.query(sql, {std::to_string(t * kEventsPerTransaction + 1),
+                       std::to_string((t + 1) * kEventsPerTransaction)});
+        ++committed_transactions;
+      }
+    } catch (...) {
+      insert_error = std::current_exception();
+    }
+  });
+  ScopeGuard stop_inserter([&] { inserter.request_stop(); });
+
+  KafkaReader reader(brokers_, topics_);
+  DistinctIds half(kEvents / 2);
+  ASSERT_TRUE(reader.read_until(std::ref(half), 120s))
+      << "only " << half.count() << " events in Kafka within 120 s";
+  // A restart from the slot's very first position would prove little. A busy relay confirms what
+  // Kafka acknowledged every status interval (1 s), not only when idle, or WAL piles up.
+  std::optional<Lsn> confirmed_at_kill;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        confirmed_at_kill = pg_->slot_confirmed_flush(slot_);
+        return confirmed_at_kill && *confirmed_at_kill > slot_start;
+      },
+      30s, 20ms))
+      << "slot " << slot_ << " still confirmed at its start " << format_lsn(slot_start) << " with "
+      << half.count() << " events in Kafka";
+  first_relay.kill9();
+  std::cout << "killed the relay with " << half.count() << " distinct events in Kafka, "
+            << committed_transactions * kEventsPerTransaction << " committed, slot confirmed at "
+            << format_lsn(*confirmed_at_kill) << " (created at " << format_lsn(slot_start) << ")\n";
+
+  // The walsender of the killed relay lets go of the slot once it sees the connection gone.
+  ASSERT_TRUE(wait_until([&] { return !pg_->slot_active(slot_); }, 30s))
+      << "slot " << slot_ << " still active 30 s after the relay was killed";
+  const auto restarted_at = Clock::now();
+  RelayProcess& second_relay = start_relay();
+
+  inserter.join();
+  if (insert_error) std::rethrow_exception(insert_error);
+  const Lsn lsn_after_inserts = pg_->current_wal_lsn();
+  auto rows = committed_rows();
+  ASSERT_EQ(rows.size(), static_cast<std::size_t>(kEvents));
+
+  DistinctIds all_ids(kEvents);
+  ASSERT_TRUE(reader.read_until(std::ref(all_ids), 180s))
+      << all_ids.count() << " of " << kEvents << " events in Kafka within 180 s of the restart";
+  std::cout
+      << "all events in Kafka "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - restarted_at).count()
+      << " ms after the restart\n";
+  expect_confirmed_reaches(lsn_after_inserts, 30s);
+  reader.read_for(1s);
+
+  Problems problems;
+  std::unordered_map<std::string, const Record*> first_delivery;
+  std::map<std::string, std::int64_t> last_first_seq_by_aggregate;
+  std::size_t duplicates = 0;
+  for (const Record* record : in_kafka_order(reader.records())) {
+    auto id = record->headers.find("id");
+    auto row = id == record->headers.end() ? rows.end() : rows.find(id->second);
+    if (row == rows.end()) {
+      problems.add("not a committed event: " + describe(*record));
+      continue;
+    }
+    auto [original, first] = first_delivery.emplace(id->second, record);
+    if (!first) {
+      ++duplicates;
+      const Record& copy = *original->second;
+      if (copy.value != record->value || copy.key != record->key || copy.topic != record->topic ||
+          copy.headers != record->headers || copy.timestamp_ms != record->timestamp_ms) {
+        problems.add("duplicate differs from its original " + describe(copy) + ": " +
+                     describe(*record));
+      }
+      continue;
+    }
+    check_record_matches_row(*record, row->second, reader, problems);
+    auto last = last_first_seq_by_aggregate.find(row->second.aggregateid);
+    if (last != last_first_seq_by_aggregate.end() && last->second >= row->second.seq) {
+      problems.add("first deliveries not in commit order: seq " + std::to_string(row->second.seq) +
+                   " after " + std::to_string(last->second) + ": " + describe(*record));
+    }
+    last_first_seq_by_aggregate[row->second.aggregateid] = row->second.seq;
+  }
+  EXPECT_EQ(first_delivery.size(), static_cast<std::size_t>(kEvents)) << "no committed event lost";
+  EXPECT_EQ(problems.count(), 0u) << problems.describe();
+  std::cout << "duplicates after kill -9 and restart: " << duplicates << "\n";
+  RecordProperty("duplicates", static_cast<int>(duplicates));
+
+  const auto exit_code = second_relay.terminate(40s);
+  ASSERT_TRUE(exit_code.has_value()) << "relay did not stop within 40 s of SIGTERM";
+  EXPECT_EQ(*exit_code, 0);
+}
+
+// A mistyped flag is rejected at once with exit code 2 and one line on stderr naming it.
+TEST_F(RelayIntegration, BadFlag) {
+  struct Case {
+    std::string what;
+    std::vector<std::string> args;
+    std::string flag;
+  };
+  const std::vector<Case> cases = {
+      {"bad_value", {"--status-interval", "banana"}, "status-interval"},
+      {"unknown_flag", {"--frobnicate", "yes"}, "frobnicate"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::vector<std::string> args = {"--pg", conninfo_, "--brokers", brokers_};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const std::string stderr_path = log_path(c.what + "_stderr");
+    relays_.push_back(std::make_unique<RelayProcess>(relay_bin_, args, log_path(c.what + "_stdout"),
+                                                     stderr_path));
+    const auto exit_code = relays_.back()->wait_exit(10s);
+    ASSERT_TRUE(exit_code.has_value()) << "relay still running 10 s after a bad flag";
+    EXPECT_EQ(*exit_code, 2);
+    const std::string err = read_file(stderr_path);
+    std::vector<std::string> lines;
+    std::istringstream in(err);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) lines.push_back(line);
+    }
+    EXPECT_EQ(lines.size(), 1u) << "stderr:\n" << err;
+    EXPECT_NE(err.find(c.flag), std::string::npos) << "stderr does not name " << c.flag << ":\n"
+                                                   << err;
+  }
+}
+
+// With --no-create the relay must not create a missing slot: it stops with an error naming it.
+TEST_F(RelayIntegration, NoCreate) {
+  create_outbox_table();
+  pg_->exec("CREATE PUBLICATION " + publication_ + " FOR TABLE " + qualified_table() +
+            " WITH (publish = 'insert')");
+  RelayProcess& relay = start_relay({"--no-create"});
+  const auto exit_code = relay.wait_exit(30s);
+  ASSERT_TRUE(exit_code.has_value()) << "relay still running 30 s after starting on a missing slot";
+  EXPECT_NE(*exit_code, 0);
+  EXPECT_NE(read_file(relay.log_path()).find(slot_), std::string::npos)
+      << "the error does not name the slot " << slot_;
+  EXPECT_FALSE(pg_->slot_exists(slot_)) << "--no-create created the slot";
+}
+
+}  // namespace
+}  // namespace outbox_test

@@ -1,0 +1,67 @@
+// Reads whole topics from their beginning with a librdkafka consumer, without a consumer group:
+// every partition of every requested topic is assigned at the earliest offset as soon as the topic
+// exists (topics auto-created by the relay appear while the test runs).
+// Thread-safety: one thread uses a KafkaReader.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+struct rd_kafka_s;
+
+namespace outbox_test {
+
+struct Record {
+  std::string topic;
+  std::int32_t partition = -1;
+  std::int64_t offset = -1;
+  std::optional<std::string> key;  // nullopt for a null key
+  std::string value;
+  std::map<std::string, std::string> headers;  // last value of each header name
+  std::int64_t timestamp_ms = -1;
+  bool create_time = false;  // timestamp type is CreateTime (set by the producer)
+};
+
+class KafkaReader {
+ public:
+  KafkaReader(const std::string& brokers, std::vector<std::string> topics);
+  ~KafkaReader();
+  KafkaReader(const KafkaReader&) = delete;
+  KafkaReader& operator=(const KafkaReader&) = delete;
+
+  // Consumes until `done(records())` holds or `timeout` elapsed; returns whether `done` held.
+  bool read_until(const std::function<bool(const std::vector<Record>&)>& done,
+                  std::chrono::milliseconds timeout);
+  // Consumes whatever arrives within `duration` (for checking that nothing more comes).
+  void read_for(std::chrono::milliseconds duration);
+
+  // Everything read so far, in arrival order (which is offset order within a partition).
+  const std::vector<Record>& records() const { return records_; }
+  // Partition count of a topic once it has been seen, else nullopt.
+  std::optional<std::int32_t> partition_count(const std::string& topic) const;
+  // Consumer errors other than "topic not there yet", for failure messages.
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  struct Deleter {
+    void operator()(rd_kafka_s* rk) const noexcept;
+  };
+  void assign_new_topics();
+  void poll_once(std::chrono::milliseconds timeout);
+
+  std::unique_ptr<rd_kafka_s, Deleter> rk_;
+  std::vector<std::string> topics_;
+  std::map<std::string, std::int32_t> partitions_;  // assigned topics
+  std::chrono::steady_clock::time_point next_metadata_;
+  std::vector<Record> records_;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace outbox_test

@@ -1,0 +1,46 @@
+// Small helpers shared by the integration and fault tests: environment, unique names, polling.
+// Thread-safety: free functions, no shared state.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace outbox_test {
+
+using Clock = std::chrono::steady_clock;
+
+// Value of an environment variable the test scripts must set. Throws std::runtime_error naming
+// the variable when it is missing or empty: CI must fail loudly, never skip.
+std::string require_env(const char* name);
+
+// A suffix unique to this test process and call ("<pid>_<ms>_<n>", lower case, [a-z0-9_]), so
+// every test gets its own table, slot, publication and topics and reruns never see old data.
+std::string unique_suffix();
+
+// Polls `condition` every `poll_interval` until it holds (returns true) or `timeout` elapsed
+// (returns false after one last check). For waiting on external systems: never sleep bare.
+bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout,
+                std::chrono::milliseconds poll_interval = std::chrono::milliseconds(50));
+
+// Milliseconds since the Unix epoch on the wall clock (Kafka timestamps use that clock).
+std::int64_t wall_clock_ms();
+
+// Runs a callable when the scope ends, also when an assertion or exception leaves it early.
+template <typename F>
+class ScopeGuard {
+ public:
+  explicit ScopeGuard(F f) : f_(std::move(f)) {}
+  ScopeGuard(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(const ScopeGuard&) = delete;
+  ~ScopeGuard() { f_(); }
+
+ private:
+  F f_;
+};
+
+// Java's Kafka client partitioner: murmur2 of the key bytes, made positive, modulo the partition
+// count. The relay uses librdkafka's murmur2_random, which must agree with it.
+std::int32_t java_partition(const std::string& key, std::int32_t partition_count);
+
+}  // namespace outbox_test
