@@ -98,7 +98,13 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
   boost::asio::posix::stream_descriptor event_fd;
   DeliveryHandler on_delivery;
   FatalHandler on_fatal;
-  std::unordered_map<std::string, TopicHandle> topics;
+  struct StringHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, TopicHandle, StringHash, std::equal_to<>> topics;
+  rd_kafka_topic_t* last_topic = nullptr;  // consecutive events mostly share a topic
+  std::string_view last_topic_name;
   Delivery scratch;
 
   static bool is_size_error(rd_kafka_resp_err_t err) {
@@ -111,11 +117,16 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
 
   rd_kafka_topic_t* topic(std::string_view name) {
     // Topic handles are cached: producev() by name would look the topic up on every call.
-    auto it = topics.find(std::string(name));
-    if (it != topics.end()) return it->second.get();
-    TopicHandle t(rd_kafka_topic_new(rk.get(), std::string(name).c_str(), nullptr));
-    if (!t) return nullptr;
-    return topics.emplace(std::string(name), std::move(t)).first->second.get();
+    if (last_topic != nullptr && name == last_topic_name) return last_topic;
+    auto it = topics.find(name);
+    if (it == topics.end()) {
+      TopicHandle t(rd_kafka_topic_new(rk.get(), std::string(name).c_str(), nullptr));
+      if (!t) return nullptr;
+      it = topics.emplace(std::string(name), std::move(t)).first;
+    }
+    last_topic = it->second.get();
+    last_topic_name = it->first;  // the map's key: stable while the entry lives
+    return last_topic;
   }
 
   void arm() {

@@ -116,8 +116,10 @@ class Relay::Impl {
         attempt = 0;
         standby_logged = false;
       }
-      auto delay = backoff(attempt++);
-      if (!reason.starts_with("slot in use") || attempt == 1) {
+      // A standby retries at a steady short pace so that it takes over soon after the active
+      // relay lets go; other failures back off exponentially.
+      auto delay = metrics_.state == State::kStandby ? jittered(1000) : backoff(attempt++);
+      if (metrics_.state != State::kStandby) {
         log_->warn("event=reconnect slot={} attempt={} in_ms={} reason=\"{}\"", config_.slot,
                    attempt, delay.count(), reason);
       }
@@ -170,8 +172,11 @@ class Relay::Impl {
  private:
   std::chrono::milliseconds backoff(int attempt) {
     // Capped exponential backoff with jitter, so several relays do not retry in lockstep.
-    auto base = std::min<std::int64_t>(30'000, 200LL << std::min(attempt, 8));
-    std::uniform_int_distribution<std::int64_t> jitter(base / 2, base);
+    return jittered(std::min<std::int64_t>(30'000, 200LL << std::min(attempt, 8)));
+  }
+
+  std::chrono::milliseconds jittered(std::int64_t base_ms) {
+    std::uniform_int_distribution<std::int64_t> jitter(base_ms / 2, base_ms);
     return std::chrono::milliseconds(jitter(rng_));
   }
 
