@@ -1,52 +1,120 @@
-// outbox-relay: process entry. Flags, logging, signals; the relay does the rest.
-#include <spdlog/sinks/stdout_sinks.h>
+// outbox-relay: process entry. Command line, logging, signals, the metrics endpoint and the
+// summary line; the relay does the rest. `setup`, `status` and `drop` are one-shot commands.
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/system/system_error.hpp>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
+#include "outbox/app/commands.hpp"
+#include "outbox/app/http_server.hpp"
+#include "outbox/app/logging.hpp"
 #include "outbox/app/options.hpp"
+#include "outbox/app/prometheus.hpp"
 #include "outbox/kafka/producer.hpp"
 #include "outbox/relay/relay.hpp"
 
 namespace {
 
-void setup_logging(const std::string& level) {
-  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-  auto root = std::make_shared<spdlog::logger>("app", sink);
-  root->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l %n %v");
-  root->set_level(spdlog::level::from_str(level));
-  root->flush_on(spdlog::level::info);
-  spdlog::set_default_logger(root);
-  // One named logger per module, cloned from the root so they share sink, pattern and level.
-  for (const char* name : {"relay", "pg", "kafka"}) spdlog::register_logger(root->clone(name));
+namespace asio = boost::asio;
+using outbox::relay::Metrics;
+using outbox::relay::State;
+
+constexpr const char* kVersion = "0.1.0";
+
+outbox::app::HttpResponse handle_http(outbox::relay::Relay& relay,
+                                      const outbox::app::RelayIdentity& identity,
+                                      std::string_view path) {
+  if (path == "/metrics") {
+    return {200, std::string(outbox::app::kPrometheusContentType),
+            outbox::app::render_prometheus(relay.metrics(), identity)};
+  }
+  if (path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
+  if (path == "/readyz") {
+    const Metrics& m = relay.metrics();
+    if (m.state == State::kStreaming && m.producer_healthy) {
+      return {200, "text/plain; charset=utf-8", "ready: streaming\n"};
+    }
+    std::string body = std::string("not ready: state ") + outbox::relay::to_string(m.state);
+    if (!m.state_reason.empty()) body += ": " + m.state_reason;
+    if (!m.producer_healthy) body += "; Kafka producer unhealthy";
+    return {503, "text/plain; charset=utf-8", body + "\n"};
+  }
+  if (path == "/") {
+    return {200, "text/plain; charset=utf-8",
+            "outbox-relay: /metrics (Prometheus), /healthz (liveness), /readyz (streaming)\n"};
+  }
+  return {404, "text/plain; charset=utf-8", "not found\n"};
 }
 
-}  // namespace
+// Logs one line per interval while streaming: throughput, positions, lag, in-flight counts.
+class SummaryTimer {
+ public:
+  SummaryTimer(asio::io_context& io, outbox::relay::Relay& relay, std::chrono::milliseconds every)
+      : timer_(io), relay_(relay), every_(every) {}
 
-int main(int argc, char** argv) {
-  outbox::app::Options options;
-  try {
-    options = outbox::app::parse_options(std::vector<std::string>(argv + 1, argv + argc));
-  } catch (const outbox::app::UsageError& e) {
-    std::fprintf(stderr, "outbox-relay: %s\n", e.what());
-    return outbox::relay::kExitUsage;
+  void start() {
+    if (every_.count() == 0) return;
+    last_ = std::chrono::steady_clock::now();
+    arm();
   }
-  if (options.help) {
-    std::cout << outbox::app::usage();
-    return 0;
-  }
-  if (options.version) {
-    std::cout << "outbox-relay 0.1.0\n";
-    return 0;
-  }
-  setup_logging(options.log_level);
+  void stop() { timer_.cancel(); }
 
-  boost::asio::io_context io(1);
+ private:
+  void arm() {
+    timer_.expires_after(every_);
+    timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      tick();
+      arm();
+    });
+  }
+
+  void tick() {
+    outbox::app::report_suppressed_warnings();
+    const Metrics& m = relay_.metrics();
+    std::uint64_t events = 0;
+    for (const auto& [topic, n] : m.events_published) events += n;
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - last_).count();
+    const std::uint64_t d_events = events - last_events_;
+    const std::uint64_t d_bytes = m.bytes_published - last_bytes_;
+    last_ = now;
+    last_events_ = events;
+    last_bytes_ = m.bytes_published;
+    if (m.state != State::kStreaming && m.state != State::kBackpressured) return;
+    const auto& h = m.commit_to_ack_seconds;
+    spdlog::info(
+        "event=summary state={} events={} events_per_s={:.1f} bytes={} confirmed={} "
+        "received={} server_wal_end={} lag_bytes={} in_flight_events={} in_flight_bytes={} "
+        "oldest_in_flight_s={:.3f} commit_to_ack_avg_ms={:.1f} reconnects={} "
+        "backpressure_s={:.1f}",
+        outbox::relay::to_string(m.state), d_events, seconds > 0 ? d_events / seconds : 0.0,
+        d_bytes, m.confirmed_lsn.to_string(), m.received_lsn.to_string(),
+        m.server_wal_end.to_string(), outbox::app::lag_bytes(m), m.events_in_flight,
+        m.bytes_in_flight, m.oldest_unacked_age_seconds,
+        h.count ? 1000.0 * h.sum / static_cast<double>(h.count) : 0.0, m.reconnects,
+        m.backpressure_seconds);
+  }
+
+  asio::steady_timer timer_;
+  outbox::relay::Relay& relay_;
+  std::chrono::milliseconds every_;
+  std::chrono::steady_clock::time_point last_;
+  std::uint64_t last_events_ = 0;
+  std::uint64_t last_bytes_ = 0;
+};
+
+int run_relay(const outbox::app::Options& options) {
+  outbox::app::setup_logging({options.log_level, options.log_format, options.relay.slot});
+
+  asio::io_context io(1);
   std::unique_ptr<outbox::relay::Relay> relay;
   try {
     relay = std::make_unique<outbox::relay::Relay>(io, options.relay);
@@ -58,7 +126,40 @@ int main(int argc, char** argv) {
     return outbox::relay::kExitUsage;
   }
 
-  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  const auto& m = options.relay.mapper;
+  const outbox::app::RelayIdentity identity{options.relay.slot, options.relay.publication,
+                                            m.schema + "." + m.table, kVersion};
+  std::unique_ptr<outbox::app::HttpServer> http;
+  if (options.metrics_addr) {
+    const auto& a = *options.metrics_addr;
+    const std::string shown =
+        (a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host) + ":" +
+        std::to_string(a.port);
+    try {
+      http = std::make_unique<outbox::app::HttpServer>(
+          io, asio::ip::tcp::endpoint(asio::ip::make_address(a.host), a.port),
+          [&relay, &identity](std::string_view path) {
+            return handle_http(*relay, identity, path);
+          });
+      http->start();
+      spdlog::info("event=metrics_listening addr={} port={}", shown, http->local_endpoint().port());
+    } catch (const boost::system::system_error& e) {
+      if (options.metrics_addr_explicit) {
+        std::fprintf(stderr, "outbox-relay: --metrics-addr %s: cannot listen: %s\n", shown.c_str(),
+                     e.code().message().c_str());
+        return outbox::relay::kExitError;
+      }
+      spdlog::warn(
+          "event=metrics_unavailable addr={} error=\"{}\": running without /metrics, /healthz "
+          "and /readyz (give --metrics-addr to choose another address, or off)",
+          shown, e.code().message());
+    }
+  }
+
+  SummaryTimer summary(io, *relay, options.summary_interval);
+  summary.start();
+
+  asio::signal_set signals(io, SIGINT, SIGTERM);
   std::function<void(const boost::system::error_code&, int)> on_signal =
       [&](const boost::system::error_code& ec, int signo) {
         if (ec) return;
@@ -69,8 +170,8 @@ int main(int argc, char** argv) {
   signals.async_wait(on_signal);
 
   int exit_code = outbox::relay::kExitError;
-  // The one top-level coroutine; its completion decides the exit code.
-  boost::asio::co_spawn(io, relay->run(), [&](std::exception_ptr error, int code) {
+  // The one top-level coroutine; its completion decides the exit code and ends the loop.
+  asio::co_spawn(io, relay->run(), [&](std::exception_ptr error, int code) {
     exit_code = code;
     if (error) {
       try {
@@ -82,8 +183,44 @@ int main(int argc, char** argv) {
     }
     boost::system::error_code ignored;
     signals.cancel(ignored);
+    summary.stop();
+    if (http) http->stop();
   });
   io.run();
+  http.reset();
+  relay.reset();
   spdlog::shutdown();
   return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  outbox::app::CommandLine cl;
+  try {
+    cl = outbox::app::parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const outbox::app::UsageError& e) {
+    std::fprintf(stderr, "outbox-relay: %s\n", e.what());
+    return outbox::relay::kExitUsage;
+  }
+  switch (cl.command) {
+    case outbox::app::Command::kSetup:
+      if (cl.setup.help) break;
+      return outbox::app::run_setup(cl.setup, std::cout, std::cerr);
+    case outbox::app::Command::kStatus:
+      if (cl.status.help) break;
+      return outbox::app::run_status(cl.status, std::cout, std::cerr);
+    case outbox::app::Command::kDrop:
+      if (cl.drop.help) break;
+      return outbox::app::run_drop(cl.drop, std::cout, std::cerr);
+    case outbox::app::Command::kRun:
+      if (cl.run.help) break;
+      if (cl.run.version) {
+        std::cout << "outbox-relay " << kVersion << "\n";
+        return 0;
+      }
+      return run_relay(cl.run);
+  }
+  std::cout << outbox::app::usage(cl.command);
+  return 0;
 }

@@ -1,5 +1,6 @@
 #include "outbox/app/options.hpp"
 
+#include <boost/asio/ip/address.hpp>
 #include <charconv>
 #include <functional>
 #include <map>
@@ -57,14 +58,102 @@ std::uint64_t parse_size(const std::string& flag, const std::string& text, bool 
   return n * mult;
 }
 
+using Setter = std::function<void(const std::string&)>;
+using ValuedFlags = std::map<std::string, Setter>;
+using Switches = std::map<std::string, std::function<void()>>;
+
+// Applies `args` to the flag tables: "--flag value", "--flag=value", "-Xvalue", switches.
+void apply_flags(const std::vector<std::string>& args, const ValuedFlags& valued,
+                 const Switches& switches) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    std::optional<std::string> inline_value;
+    if (arg.rfind("--", 0) == 0) {
+      if (auto eq = arg.find('='); eq != std::string::npos) {
+        inline_value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+      }
+    } else if (arg.rfind("-X", 0) == 0 && arg.size() > 2 && valued.count("-X")) {
+      inline_value = arg.substr(2);
+      arg = "-X";
+    }
+    if (auto s = switches.find(arg); s != switches.end()) {
+      if (inline_value) throw UsageError(arg + ": takes no value");
+      s->second();
+      continue;
+    }
+    auto v = valued.find(arg);
+    if (v == valued.end()) {
+      throw UsageError((arg.rfind("-", 0) == 0 ? "unknown flag " : "unexpected argument ") + arg +
+                       " (see --help)");
+    }
+    if (!inline_value) {
+      if (i + 1 >= args.size()) throw UsageError(arg + ": missing value");
+      inline_value = args[++i];
+    }
+    v->second(*inline_value);
+  }
+}
+
+// "SCHEMA.TABLE" or "TABLE" (schema public).
+std::pair<std::string, std::string> parse_table(const std::string& flag, const std::string& text) {
+  auto dot = text.find('.');
+  std::string schema = dot == std::string::npos ? "public" : text.substr(0, dot);
+  std::string table = dot == std::string::npos ? text : text.substr(dot + 1);
+  if (schema.empty() || table.empty() || table.find('.') != std::string::npos) {
+    throw UsageError(flag + ": expected SCHEMA.TABLE or TABLE, got '" + text + "'");
+  }
+  return {schema, table};
+}
+
+void require_name(const std::string& flag, const std::string& value) {
+  if (value.empty()) throw UsageError(flag + ": must not be empty");
+}
+
+void require_conninfo(bool given, const std::string& conninfo) {
+  if (!given || conninfo.empty()) throw UsageError("--pg: required (a libpq conninfo or URI)");
+}
+
 }  // namespace
+
+ListenAddress parse_listen_address(const std::string& flag, const std::string& text) {
+  const std::string expected = "' (expected HOST:PORT with an IP address, e.g. " +
+                               std::string(kDefaultMetricsAddr) + ", [::1]:9187, :9187, or off)";
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos) throw UsageError(flag + ": invalid address '" + text + expected);
+  std::string host = text.substr(0, colon);
+  std::string port_text = text.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    throw UsageError(flag + ": invalid address '" + text + expected);
+  }
+  if (host.empty()) host = "0.0.0.0";
+  unsigned port = 0;
+  auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  boost::system::error_code bad_host;
+  boost::asio::ip::make_address(host, bad_host);
+  if (ec != std::errc() || p != port_text.data() + port_text.size() || port_text.empty() ||
+      port > 65535 || bad_host) {
+    throw UsageError(flag + ": invalid address '" + text + expected);
+  }
+  return {host, static_cast<std::uint16_t>(port)};
+}
 
 std::string usage() {
   return R"(outbox-relay: relays committed inserts of a PostgreSQL outbox table to Kafka, in commit order,
 confirming the replication slot only after the broker acknowledged every event up to it.
 
-usage: outbox-relay --pg CONNINFO --brokers HOST:PORT[,...] [flags]
+usage: outbox-relay [run] --pg CONNINFO --brokers HOST:PORT[,...] [flags]
+       outbox-relay setup|status|drop --pg CONNINFO [flags]   (see outbox-relay COMMAND --help)
 
+commands:
+  run                            relay events (the default)
+  setup                          create the publication and the slot (and the table with --create-table)
+  status                         show the slot's state; exit 1 when it is missing, lost or retains too much WAL
+  drop                           drop the slot and the publication (needs --yes)
+
+flags of run:
   --pg CONNINFO                  libpq conninfo string or URI (replication=database is added) [required]
   --brokers HOST:PORT[,...]      Kafka bootstrap servers [required]
   --slot NAME                    logical replication slot (default outbox_relay)
@@ -83,13 +172,76 @@ usage: outbox-relay --pg CONNINFO --brokers HOST:PORT[,...] [flags]
   --shutdown-timeout DURATION    how long a stop waits for in-flight deliveries (default 30s)
   --max-inflight-events N        stop reading WAL beyond this many unacknowledged events (default 100000)
   --max-inflight-bytes SIZE      ... or beyond this many unacknowledged bytes (default 256MiB)
+  --on-error fail|dlq            an event that cannot be mapped or delivered for good: stop with exit code 3
+                                 (fail, the default), or publish it to --dlq-topic with the error (dlq)
+  --dlq-topic NAME               dead-letter topic for --on-error dlq (default outbox.dlq)
+  --metrics-addr HOST:PORT|off   HTTP listener for /metrics, /healthz, /readyz (default 127.0.0.1:9187;
+                                 when the default address is taken the relay runs without it)
   --log-level LEVEL              trace, debug, info, warn, error or off (default info)
+  --log-format text|json         log line format on stderr (default text)
+  --summary-interval DURATION    period of the summary log line while streaming, 0 for none (default 1m)
   --help                         this text
   --version                      print the version
 
 exit codes: 0 stopped by a signal, 1 error, 2 bad flags, 3 event could not be mapped or delivered,
             4 replication slot lost
 )";
+}
+
+std::string usage(Command command) {
+  switch (command) {
+    case Command::kRun:
+      return usage();
+    case Command::kSetup:
+      return R"(outbox-relay setup: creates the publication (FOR TABLE the outbox table, inserts only) and the
+logical replication slot (pgoutput) the relay uses; with --create-table also the outbox table with
+the default columns (id uuid, aggregatetype, aggregateid, type, payload jsonb). Prints what it did.
+Idempotent: what exists is left as it is.
+
+usage: outbox-relay setup --pg CONNINFO [flags]
+
+  --pg CONNINFO                  libpq conninfo string or URI [required]
+  --slot NAME                    logical replication slot (default outbox_relay)
+  --publication NAME             publication (default outbox_relay)
+  --table SCHEMA.TABLE           outbox table (default public.outbox)
+  --create-table                 create the outbox table if it does not exist
+  --help                         this text
+
+exit codes: 0 done (or nothing to do), 1 error (the message names the object and the server's error),
+            2 bad flags
+)";
+    case Command::kStatus:
+      return R"(outbox-relay status: the slot's state from pg_replication_slots and pg_stat_replication: active
+and by which PID, confirmed_flush_lsn, restart_lsn, WAL retained for it, wal_status, lag.
+
+usage: outbox-relay status --pg CONNINFO [flags]
+
+  --pg CONNINFO                  libpq conninfo string or URI [required]
+  --slot NAME                    logical replication slot (default outbox_relay)
+  --json                         one JSON object instead of the table
+  --max-retained SIZE            unhealthy when the slot retains more WAL than this (default 1GiB)
+  --help                         this text
+
+exit codes: 0 healthy, 1 slot missing, lost, or retaining more than --max-retained (or an error),
+            2 bad flags
+)";
+    case Command::kDrop:
+      return R"(outbox-relay drop: drops the logical replication slot and the publication. The server then
+frees the WAL the slot retained; events committed but not yet relayed are not relayed any more.
+Stop the relay first: a slot in use cannot be dropped.
+
+usage: outbox-relay drop --pg CONNINFO --yes [flags]
+
+  --pg CONNINFO                  libpq conninfo string or URI [required]
+  --slot NAME                    logical replication slot (default outbox_relay)
+  --publication NAME             publication (default outbox_relay)
+  --yes                          really drop (refuses without it)
+  --help                         this text
+
+exit codes: 0 dropped (or already absent), 1 error or --yes missing, 2 bad flags
+)";
+  }
+  return usage();
 }
 
 Options parse_options(const std::vector<std::string>& args) {
@@ -99,8 +251,7 @@ Options parse_options(const std::vector<std::string>& args) {
   std::string table = "public.outbox";
   bool have_pg = false, have_brokers = false;
 
-  using Setter = std::function<void(const std::string&)>;
-  const std::map<std::string, Setter> valued = {
+  const ValuedFlags valued = {
       {"--pg", [&](const std::string& v) { r.conninfo = v, have_pg = true; }},
       {"--brokers", [&](const std::string& v) { r.producer.brokers = v, have_brokers = true; }},
       {"--slot", [&](const std::string& v) { r.slot = v; }},
@@ -125,9 +276,45 @@ Options parse_options(const std::vector<std::string>& args) {
       {"--shutdown-timeout",
        [&](const std::string& v) { r.shutdown_timeout = parse_duration("--shutdown-timeout", v); }},
       {"--max-inflight-events",
-       [&](const std::string& v) { r.max_inflight_events = parse_size("--max-inflight-events", v, false); }},
+       [&](const std::string& v) {
+         r.max_inflight_events = parse_size("--max-inflight-events", v, false);
+       }},
       {"--max-inflight-bytes",
-       [&](const std::string& v) { r.max_inflight_bytes = parse_size("--max-inflight-bytes", v, true); }},
+       [&](const std::string& v) {
+         r.max_inflight_bytes = parse_size("--max-inflight-bytes", v, true);
+       }},
+      {"--on-error",
+       [&](const std::string& v) {
+         if (v == "fail") {
+           r.on_error = relay::OnError::kFail;
+         } else if (v == "dlq") {
+           r.on_error = relay::OnError::kDlq;
+         } else {
+           throw UsageError("--on-error: unknown policy '" + v + "' (expected fail or dlq)");
+         }
+       }},
+      {"--dlq-topic", [&](const std::string& v) { r.dlq_topic = v; }},
+      {"--metrics-addr",
+       [&](const std::string& v) {
+         o.metrics_addr_explicit = true;
+         if (v == "off") {
+           o.metrics_addr.reset();
+         } else {
+           o.metrics_addr = parse_listen_address("--metrics-addr", v);
+         }
+       }},
+      {"--summary-interval",
+       [&](const std::string& v) { o.summary_interval = parse_duration("--summary-interval", v); }},
+      {"--log-format",
+       [&](const std::string& v) {
+         if (v == "text") {
+           o.log_format = LogFormat::kText;
+         } else if (v == "json") {
+           o.log_format = LogFormat::kJson;
+         } else {
+           throw UsageError("--log-format: unknown format '" + v + "' (expected text or json)");
+         }
+       }},
       {"--log-level",
        [&](const std::string& v) {
          static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
@@ -141,56 +328,24 @@ Options parse_options(const std::vector<std::string>& args) {
                           "' (expected trace, debug, info, warn, error or off)");
        }},
   };
-  const std::map<std::string, std::function<void()>> switches = {
+  const Switches switches = {
       {"--no-create", [&] { r.create = false; }},
       {"--require-json", [&] { m.require_json = true; }},
       {"--help", [&] { o.help = true; }},
       {"-h", [&] { o.help = true; }},
       {"--version", [&] { o.version = true; }},
   };
+  apply_flags(args, valued, switches);
 
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    std::optional<std::string> inline_value;
-    if (arg.rfind("--", 0) == 0) {
-      if (auto eq = arg.find('='); eq != std::string::npos) {
-        inline_value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-      }
-    } else if (arg.rfind("-X", 0) == 0 && arg.size() > 2) {
-      inline_value = arg.substr(2);
-      arg = "-X";
-    }
-    if (auto s = switches.find(arg); s != switches.end()) {
-      if (inline_value) throw UsageError(arg + ": takes no value");
-      s->second();
-      continue;
-    }
-    auto v = valued.find(arg);
-    if (v == valued.end()) {
-      throw UsageError((arg.rfind("-", 0) == 0 ? "unknown flag " : "unexpected argument ") + arg +
-                       " (see --help)");
-    }
-    if (!inline_value) {
-      if (i + 1 >= args.size()) throw UsageError(arg + ": missing value");
-      inline_value = args[++i];
-    }
-    v->second(*inline_value);
-  }
   if (o.help || o.version) return o;
-  if (!have_pg || r.conninfo.empty()) throw UsageError("--pg: required (a libpq conninfo or URI)");
+  require_conninfo(have_pg, r.conninfo);
   if (!have_brokers || r.producer.brokers.empty()) {
     throw UsageError("--brokers: required (HOST:PORT[,...])");
   }
-  auto dot = table.find('.');
-  m.schema = dot == std::string::npos ? "public" : table.substr(0, dot);
-  m.table = dot == std::string::npos ? table : table.substr(dot + 1);
-  if (m.schema.empty() || m.table.empty() || m.table.find('.') != std::string::npos) {
-    throw UsageError("--table: expected SCHEMA.TABLE or TABLE, got '" + table + "'");
-  }
-  for (const auto* name : {&r.slot, &r.publication}) {
-    if (name->empty()) throw UsageError((name == &r.slot ? "--slot" : "--publication") + std::string(": must not be empty"));
-  }
+  std::tie(m.schema, m.table) = parse_table("--table", table);
+  require_name("--slot", r.slot);
+  require_name("--publication", r.publication);
+  require_name("--dlq-topic", r.dlq_topic);
   try {
     outbox::TopicTemplate check(m.topic_template);
     (void)check;
@@ -198,6 +353,104 @@ Options parse_options(const std::vector<std::string>& args) {
     throw UsageError(std::string("--topic: ") + e.what());
   }
   return o;
+}
+
+namespace {
+
+SetupOptions parse_setup(const std::vector<std::string>& args) {
+  SetupOptions o;
+  bool have_pg = false;
+  std::string table = "public.outbox";
+  apply_flags(args,
+              {
+                  {"--pg", [&](const std::string& v) { o.conninfo = v, have_pg = true; }},
+                  {"--slot", [&](const std::string& v) { o.slot = v; }},
+                  {"--publication", [&](const std::string& v) { o.publication = v; }},
+                  {"--table", [&](const std::string& v) { table = v; }},
+              },
+              {
+                  {"--create-table", [&] { o.create_table = true; }},
+                  {"--help", [&] { o.help = true; }},
+                  {"-h", [&] { o.help = true; }},
+              });
+  if (o.help) return o;
+  require_conninfo(have_pg, o.conninfo);
+  require_name("--slot", o.slot);
+  require_name("--publication", o.publication);
+  std::tie(o.schema, o.table) = parse_table("--table", table);
+  return o;
+}
+
+StatusOptions parse_status(const std::vector<std::string>& args) {
+  StatusOptions o;
+  bool have_pg = false;
+  apply_flags(args,
+              {
+                  {"--pg", [&](const std::string& v) { o.conninfo = v, have_pg = true; }},
+                  {"--slot", [&](const std::string& v) { o.slot = v; }},
+                  {"--max-retained",
+                   [&](const std::string& v) {
+                     o.max_retained_bytes = parse_size("--max-retained", v, true);
+                   }},
+              },
+              {
+                  {"--json", [&] { o.json = true; }},
+                  {"--help", [&] { o.help = true; }},
+                  {"-h", [&] { o.help = true; }},
+              });
+  if (o.help) return o;
+  require_conninfo(have_pg, o.conninfo);
+  require_name("--slot", o.slot);
+  return o;
+}
+
+DropOptions parse_drop(const std::vector<std::string>& args) {
+  DropOptions o;
+  bool have_pg = false;
+  apply_flags(args,
+              {
+                  {"--pg", [&](const std::string& v) { o.conninfo = v, have_pg = true; }},
+                  {"--slot", [&](const std::string& v) { o.slot = v; }},
+                  {"--publication", [&](const std::string& v) { o.publication = v; }},
+              },
+              {
+                  {"--yes", [&] { o.yes = true; }},
+                  {"--help", [&] { o.help = true; }},
+                  {"-h", [&] { o.help = true; }},
+              });
+  if (o.help) return o;
+  require_conninfo(have_pg, o.conninfo);
+  require_name("--slot", o.slot);
+  require_name("--publication", o.publication);
+  return o;
+}
+
+}  // namespace
+
+CommandLine parse_command_line(const std::vector<std::string>& args) {
+  CommandLine cl;
+  if (args.empty() || args[0].rfind("-", 0) == 0) {
+    cl.run = parse_options(args);
+    return cl;
+  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  const std::string& word = args[0];
+  if (word == "run") {
+    cl.run = parse_options(rest);
+  } else if (word == "setup") {
+    cl.command = Command::kSetup;
+    cl.setup = parse_setup(rest);
+  } else if (word == "status") {
+    cl.command = Command::kStatus;
+    cl.status = parse_status(rest);
+  } else if (word == "drop") {
+    cl.command = Command::kDrop;
+    cl.drop = parse_drop(rest);
+  } else {
+    throw UsageError("unknown command " + word +
+                     " (expected run, setup, status or drop; see --help)");
+  }
+  return cl;
 }
 
 }  // namespace outbox::app

@@ -1,6 +1,10 @@
-// Command-line flags of `outbox-relay`. Parsing is pure: no I/O besides what the caller prints.
+// Command line of `outbox-relay`: the default `run` command (the relay, with its flags) and the
+// operating commands beside it (setup, status, drop). Parsing is pure: no I/O besides what the
+// caller prints.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -16,16 +20,82 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+enum class Command { kRun, kSetup, kStatus, kDrop };
+enum class LogFormat { kText, kJson };
+
+// An IP address and port to listen on.
+struct ListenAddress {
+  std::string host;  // IPv4 or IPv6 literal, without brackets
+  std::uint16_t port = 0;
+};
+
+inline constexpr const char* kDefaultMetricsAddr = "127.0.0.1:9187";
+
+// Flags of `outbox-relay [run]`.
 struct Options {
   relay::RelayConfig relay;
   std::string log_level = "info";
+  LogFormat log_format = LogFormat::kText;
+  // nullopt: --metrics-addr off.
+  std::optional<ListenAddress> metrics_addr = ListenAddress{"127.0.0.1", 9187};
+  // The user gave --metrics-addr: failing to listen there is fatal. The default address is
+  // best effort (a second relay on the same host, e.g. a standby, runs without it).
+  bool metrics_addr_explicit = false;
+  // Period of the summary log line while streaming; zero: off.
+  std::chrono::milliseconds summary_interval{60'000};
   bool help = false;
   bool version = false;
 };
 
-// Throws UsageError.
+// Flags of `outbox-relay setup`.
+struct SetupOptions {
+  std::string conninfo;
+  std::string slot = "outbox_relay";
+  std::string publication = "outbox_relay";
+  std::string schema = "public";
+  std::string table = "outbox";
+  bool create_table = false;
+  bool help = false;
+};
+
+// Flags of `outbox-relay status`.
+struct StatusOptions {
+  std::string conninfo;
+  std::string slot = "outbox_relay";
+  bool json = false;
+  std::uint64_t max_retained_bytes = 1ULL << 30;
+  bool help = false;
+};
+
+// Flags of `outbox-relay drop`.
+struct DropOptions {
+  std::string conninfo;
+  std::string slot = "outbox_relay";
+  std::string publication = "outbox_relay";
+  bool yes = false;
+  bool help = false;
+};
+
+struct CommandLine {
+  Command command = Command::kRun;
+  Options run;  // kRun
+  SetupOptions setup;
+  StatusOptions status;
+  DropOptions drop;
+};
+
+// The whole command line (argv without the program name): an optional command word (run, setup,
+// status, drop; run when absent) and its flags. Throws UsageError.
+CommandLine parse_command_line(const std::vector<std::string>& args);
+
+// The flags of `run` alone. Throws UsageError.
 Options parse_options(const std::vector<std::string>& args);
 
+// Help text of `run` (with the list of commands) and of each command.
 std::string usage();
+std::string usage(Command command);
+
+// "HOST:PORT", "[V6]:PORT" or ":PORT" (all interfaces). Throws UsageError naming `flag`.
+ListenAddress parse_listen_address(const std::string& flag, const std::string& text);
 
 }  // namespace outbox::app

@@ -1,0 +1,33 @@
+// The operating commands beside `run`: setup, status, drop. One-shot and blocking (they use
+// pg::AdminSession); they print their report on `out` and errors on `err`, naming the object and
+// the server's message, and return the process exit code.
+#pragma once
+
+#include <iosfwd>
+
+#include "outbox/app/options.hpp"
+#include "outbox/pg/admin.hpp"
+
+namespace outbox::app {
+
+int run_setup(const SetupOptions& options, std::ostream& out, std::ostream& err);
+int run_status(const StatusOptions& options, std::ostream& out, std::ostream& err);
+int run_drop(const DropOptions& options, std::ostream& out, std::ostream& err);
+
+// What `status` prints, from an inspected slot (nullopt: missing). Pure, for tests.
+struct SlotHealth {
+  bool healthy = false;
+  std::vector<std::string> problems;
+};
+SlotHealth assess_slot(const std::optional<pg::SlotInfo>& slot, std::uint64_t max_retained_bytes);
+std::string format_status_text(const std::string& slot_name,
+                               const std::optional<pg::SlotInfo>& slot,
+                               std::uint64_t max_retained_bytes);
+std::string format_status_json(const std::string& slot_name,
+                               const std::optional<pg::SlotInfo>& slot,
+                               std::uint64_t max_retained_bytes);
+
+// "1.5 GiB", "512 B".
+std::string human_bytes(std::uint64_t bytes);
+
+}  // namespace outbox::app

@@ -1,0 +1,86 @@
+// Blocking libpq session for the one-shot CLI commands (setup, status, drop): publication and slot
+// management, slot inspection, outbox table creation. Never use it on the relay's io_context
+// thread: every call blocks until the server answered.
+// Not thread-safe: one AdminSession per thread. The libpq handle never leaves pg.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "outbox/pg/replication_connection.hpp"  // pg::Error, Row, Rows
+#include "outbox/pgoutput/lsn.hpp"
+
+namespace outbox::pg {
+
+// One replication slot as pg_replication_slots and pg_stat_replication show it.
+struct SlotInfo {
+  std::string name;
+  std::string plugin;     // "pgoutput" for a slot of the relay
+  std::string slot_type;  // "logical" or "physical"
+  std::string database;
+  bool active = false;
+  std::optional<int> active_pid;  // the walsender holding the slot
+  std::optional<Lsn> confirmed_flush_lsn;
+  std::optional<Lsn> restart_lsn;
+  std::string wal_status;  // reserved, extended, unreserved, lost ("" when unknown)
+  std::optional<std::int64_t> safe_wal_size;  // bytes left before the slot is lost (NULL: no limit)
+  Lsn current_wal_lsn;                        // pg_current_wal_lsn() when inspected
+  std::uint64_t retained_wal_bytes = 0;       // current WAL minus restart_lsn
+  std::uint64_t confirmed_lag_bytes = 0;      // current WAL minus confirmed_flush_lsn
+  // From pg_stat_replication, when a walsender holds the slot.
+  std::optional<std::string> client_addr;
+  std::optional<std::string> application_name;
+  std::optional<std::string> replication_state;  // streaming, catchup, startup...
+  std::optional<Lsn> sent_lsn;
+  std::optional<Lsn> flush_lsn;
+  std::optional<std::string> reply_time;  // last standby status update received
+  std::optional<std::string> flush_lag;   // interval, as PostgreSQL prints it
+};
+
+struct PublicationInfo {
+  std::string name;
+  bool publishes_insert = false;
+  bool all_tables = false;
+  std::vector<std::string> tables;  // "schema.table"
+};
+
+class AdminSession {
+ public:
+  // Connects (plain connection, not replication). Throws Error with libpq's message.
+  explicit AdminSession(const std::string& conninfo);
+  ~AdminSession();
+  AdminSession(const AdminSession&) = delete;
+  AdminSession& operator=(const AdminSession&) = delete;
+
+  // One statement with $1.. text parameters (extended protocol); rows as text. Throws Error with
+  // the SQLSTATE and the server's message (and its detail and hint when given).
+  Rows exec(const std::string& sql, const std::vector<std::string>& params = {});
+
+  std::string quote_identifier(const std::string& name) const;
+  std::string server_version() const;            // e.g. "15.6"
+  std::string setting(const std::string& name);  // current_setting(name)
+
+  std::optional<PublicationInfo> publication(const std::string& name);
+  void create_publication(const std::string& name, const std::string& schema,
+                          const std::string& table);
+  void drop_publication(const std::string& name);
+
+  std::optional<SlotInfo> slot(const std::string& name);
+  // Creates a logical slot with pgoutput; returns its consistent point (confirmed_flush_lsn).
+  Lsn create_slot(const std::string& name);
+  // Throws Error 55006 when a walsender holds the slot.
+  void drop_slot(const std::string& name);
+
+  bool table_exists(const std::string& schema, const std::string& table);
+  // The outbox table with the default columns (those of Debezium's outbox event router).
+  void create_outbox_table(const std::string& schema, const std::string& table);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace outbox::pg

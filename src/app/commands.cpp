@@ -1,0 +1,301 @@
+#include "outbox/app/commands.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <ostream>
+#include <sstream>
+
+#include "outbox/app/logging.hpp"  // json_string
+
+namespace outbox::app {
+namespace {
+
+std::string lsn_text(const std::optional<pg::Lsn>& lsn) { return lsn ? lsn->to_string() : "-"; }
+
+std::string json_lsn(const std::optional<pg::Lsn>& lsn) {
+  return lsn ? json_string(lsn->to_string()) : "null";
+}
+
+std::string json_opt(const std::optional<std::string>& s) { return s ? json_string(*s) : "null"; }
+
+// One "name   value" line of the human report.
+void row(std::ostream& out, std::string_view name, const std::string& value) {
+  out << name;
+  for (std::size_t i = name.size(); i < 22; ++i) out << ' ';
+  out << value << '\n';
+}
+
+// Reports a pg::Error as "outbox-relay COMMAND: message" and returns exit code 1.
+int fail(std::ostream& err, const char* command, const std::string& message) {
+  err << "outbox-relay " << command << ": " << message << '\n';
+  return 1;
+}
+
+}  // namespace
+
+std::string human_bytes(std::uint64_t bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) {
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[u]);
+  }
+  return buf;
+}
+
+SlotHealth assess_slot(const std::optional<pg::SlotInfo>& slot, std::uint64_t max_retained) {
+  SlotHealth h;
+  if (!slot) {
+    h.problems.push_back("slot does not exist");
+  } else {
+    if (slot->wal_status == "lost") {
+      h.problems.push_back(
+          "slot is lost (wal_status lost): the WAL it needed was removed; events committed since "
+          "its confirmed position were never relayed");
+    }
+    if (slot->slot_type != "logical" || slot->plugin != "pgoutput") {
+      h.problems.push_back("slot is not a logical pgoutput slot (type " + slot->slot_type +
+                           ", plugin " + slot->plugin + ")");
+    }
+    if (slot->retained_wal_bytes > max_retained) {
+      h.problems.push_back("retained WAL " + human_bytes(slot->retained_wal_bytes) +
+                           " exceeds --max-retained " + human_bytes(max_retained));
+    }
+  }
+  h.healthy = h.problems.empty();
+  return h;
+}
+
+std::string format_status_text(const std::string& name, const std::optional<pg::SlotInfo>& slot,
+                               std::uint64_t max_retained) {
+  std::ostringstream out;
+  const SlotHealth h = assess_slot(slot, max_retained);
+  row(out, "slot", name);
+  if (!slot) {
+    row(out, "exists", "no");
+  } else {
+    const auto& s = *slot;
+    row(out, "plugin", s.plugin + " (" + s.slot_type + ", database " + s.database + ")");
+    std::string active = s.active ? "yes" : "no";
+    if (s.active_pid) {
+      active += " (pid " + std::to_string(*s.active_pid);
+      if (s.application_name && !s.application_name->empty()) {
+        active += ", application " + *s.application_name;
+      }
+      if (s.client_addr) active += ", client " + *s.client_addr;
+      if (s.replication_state) active += ", " + *s.replication_state;
+      active += ")";
+    }
+    row(out, "active", active);
+    row(out, "confirmed_flush_lsn", lsn_text(s.confirmed_flush_lsn));
+    row(out, "restart_lsn", lsn_text(s.restart_lsn));
+    row(out, "current_wal_lsn", s.current_wal_lsn.to_string());
+    row(out, "retained_wal",
+        human_bytes(s.retained_wal_bytes) + " (" + std::to_string(s.retained_wal_bytes) +
+            " bytes; limit " + human_bytes(max_retained) + ")");
+    row(out, "lag",
+        human_bytes(s.confirmed_lag_bytes) + " (" + std::to_string(s.confirmed_lag_bytes) +
+            " bytes from confirmed_flush_lsn to current WAL)");
+    row(out, "wal_status", s.wal_status.empty() ? "-" : s.wal_status);
+    row(out, "safe_wal_size",
+        s.safe_wal_size
+            ? human_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, *s.safe_wal_size)))
+            : "unlimited (max_slot_wal_keep_size = -1)");
+    if (s.active) {
+      row(out, "sent_lsn", lsn_text(s.sent_lsn));
+      row(out, "flush_lsn", lsn_text(s.flush_lsn));
+      row(out, "flush_lag", s.flush_lag.value_or("-"));
+      row(out, "last_reply", s.reply_time.value_or("-"));
+    }
+  }
+  if (h.healthy) {
+    row(out, "health", "ok");
+  } else {
+    std::string text = "UNHEALTHY: ";
+    for (std::size_t i = 0; i < h.problems.size(); ++i) {
+      text += (i ? "; " : "") + h.problems[i];
+    }
+    row(out, "health", text);
+  }
+  return out.str();
+}
+
+std::string format_status_json(const std::string& name, const std::optional<pg::SlotInfo>& slot,
+                               std::uint64_t max_retained) {
+  const SlotHealth h = assess_slot(slot, max_retained);
+  std::string o = "{\"slot\":" + json_string(name) + ",\"exists\":" + (slot ? "true" : "false");
+  if (slot) {
+    const auto& s = *slot;
+    o += ",\"plugin\":" + json_string(s.plugin);
+    o += ",\"slot_type\":" + json_string(s.slot_type);
+    o += ",\"database\":" + json_string(s.database);
+    o += std::string(",\"active\":") + (s.active ? "true" : "false");
+    o += ",\"active_pid\":" + (s.active_pid ? std::to_string(*s.active_pid) : "null");
+    o += ",\"confirmed_flush_lsn\":" + json_lsn(s.confirmed_flush_lsn);
+    o += ",\"restart_lsn\":" + json_lsn(s.restart_lsn);
+    o += ",\"current_wal_lsn\":" + json_string(s.current_wal_lsn.to_string());
+    o += ",\"retained_wal_bytes\":" + std::to_string(s.retained_wal_bytes);
+    o += ",\"lag_bytes\":" + std::to_string(s.confirmed_lag_bytes);
+    o += ",\"wal_status\":" + (s.wal_status.empty() ? "null" : json_string(s.wal_status));
+    o += ",\"safe_wal_size\":" + (s.safe_wal_size ? std::to_string(*s.safe_wal_size) : "null");
+    o += ",\"client_addr\":" + json_opt(s.client_addr);
+    o += ",\"application_name\":" + json_opt(s.application_name);
+    o += ",\"replication_state\":" + json_opt(s.replication_state);
+    o += ",\"sent_lsn\":" + json_lsn(s.sent_lsn);
+    o += ",\"flush_lsn\":" + json_lsn(s.flush_lsn);
+    o += ",\"flush_lag\":" + json_opt(s.flush_lag);
+    o += ",\"reply_time\":" + json_opt(s.reply_time);
+  }
+  o += ",\"max_retained_bytes\":" + std::to_string(max_retained);
+  o += std::string(",\"healthy\":") + (h.healthy ? "true" : "false");
+  o += ",\"problems\":[";
+  for (std::size_t i = 0; i < h.problems.size(); ++i) {
+    o += (i ? "," : "") + json_string(h.problems[i]);
+  }
+  o += "]}\n";
+  return o;
+}
+
+int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
+  const std::string table = o.schema + "." + o.table;
+  try {
+    pg::AdminSession db(o.conninfo);
+    const std::string wal_level = db.setting("wal_level");
+    if (wal_level != "logical") {
+      return fail(err, "setup",
+                  "wal_level is " + wal_level +
+                      ": logical replication needs wal_level = logical (ALTER SYSTEM SET "
+                      "wal_level = logical, then restart PostgreSQL)");
+    }
+    if (db.table_exists(o.schema, o.table)) {
+      out << "table " << table << ": exists\n";
+    } else if (o.create_table) {
+      db.create_outbox_table(o.schema, o.table);
+      out << "table " << table
+          << ": created (id uuid, aggregatetype, aggregateid, type, payload jsonb)\n";
+    } else {
+      return fail(err, "setup",
+                  "table " + table + " does not exist (create it, or pass --create-table)");
+    }
+
+    if (auto pub = db.publication(o.publication)) {
+      bool has_table = pub->all_tables;
+      for (const auto& t : pub->tables) has_table = has_table || t == table;
+      std::string tables;
+      for (const auto& t : pub->tables) tables += (tables.empty() ? "" : ", ") + t;
+      out << "publication " << o.publication << ": exists ("
+          << (pub->all_tables ? "FOR ALL TABLES" : "tables: " + tables) << ")\n";
+      if (!has_table) {
+        return fail(err, "setup",
+                    "publication " + o.publication + " exists but does not publish table " + table +
+                        " (ALTER PUBLICATION " + o.publication + " ADD TABLE " + table +
+                        ", or choose another --publication)");
+      }
+      if (!pub->publishes_insert) {
+        return fail(err, "setup",
+                    "publication " + o.publication +
+                        " does not publish inserts (ALTER PUBLICATION " + o.publication +
+                        " SET (publish = 'insert'))");
+      }
+    } else {
+      db.create_publication(o.publication, o.schema, o.table);
+      out << "publication " << o.publication << ": created (FOR TABLE " << table
+          << ", inserts only)\n";
+    }
+
+    auto slot = db.slot(o.slot);
+    if (!slot) {
+      try {
+        pg::Lsn at = db.create_slot(o.slot);
+        out << "slot " << o.slot << ": created (logical, pgoutput, consistent point "
+            << at.to_string() << ")\n";
+        return 0;
+      } catch (const pg::Error& e) {
+        if (e.sqlstate() != "42710") throw;  // created meanwhile (by a relay): check it below
+        slot = db.slot(o.slot);
+      }
+    }
+    if (!slot) return fail(err, "setup", "replication slot " + o.slot + " vanished while set up");
+    if (slot->slot_type != "logical" || slot->plugin != "pgoutput") {
+      return fail(err, "setup",
+                  "replication slot " + o.slot + " exists but is a " + slot->slot_type +
+                      " slot with plugin " + slot->plugin +
+                      ", not logical pgoutput (drop it or choose another --slot)");
+    }
+    if (slot->wal_status == "lost") {
+      return fail(err, "setup",
+                  "replication slot " + o.slot +
+                      " exists but is lost (wal_status lost): drop it with `outbox-relay drop "
+                      "--yes` and run setup again, then reconcile outbox rows committed after " +
+                      lsn_text(slot->confirmed_flush_lsn));
+    }
+    out << "slot " << o.slot << ": exists (pgoutput, confirmed_flush_lsn "
+        << lsn_text(slot->confirmed_flush_lsn) << ", " << (slot->active ? "active" : "inactive")
+        << ")\n";
+    return 0;
+  } catch (const pg::Error& e) {
+    return fail(err, "setup", e.what());
+  }
+}
+
+int run_status(const StatusOptions& o, std::ostream& out, std::ostream& err) {
+  try {
+    pg::AdminSession db(o.conninfo);
+    auto slot = db.slot(o.slot);
+    out << (o.json ? format_status_json(o.slot, slot, o.max_retained_bytes)
+                   : format_status_text(o.slot, slot, o.max_retained_bytes));
+    return assess_slot(slot, o.max_retained_bytes).healthy ? 0 : 1;
+  } catch (const pg::Error& e) {
+    return fail(err, "status", e.what());
+  }
+}
+
+int run_drop(const DropOptions& o, std::ostream& out, std::ostream& err) {
+  try {
+    pg::AdminSession db(o.conninfo);
+    auto slot = db.slot(o.slot);
+    auto pub = db.publication(o.publication);
+    if (!o.yes) {
+      if (slot) {
+        out << "would drop slot " << o.slot << " (" << (slot->active ? "active" : "inactive")
+            << ", confirmed_flush_lsn " << lsn_text(slot->confirmed_flush_lsn) << ", retains "
+            << human_bytes(slot->retained_wal_bytes) << " of WAL)\n";
+      }
+      if (pub) out << "would drop publication " << o.publication << "\n";
+      return fail(err, "drop",
+                  "refusing to drop slot " + o.slot + " and publication " + o.publication +
+                      " without --yes: events committed and not yet relayed would never be "
+                      "relayed");
+    }
+    if (!slot) {
+      out << "slot " << o.slot << ": does not exist\n";
+    } else if (slot->active) {
+      return fail(err, "drop",
+                  "replication slot " + o.slot + " is in use by PID " +
+                      (slot->active_pid ? std::to_string(*slot->active_pid) : "?") +
+                      ": stop the relay first");
+    } else {
+      db.drop_slot(o.slot);
+      out << "slot " << o.slot << ": dropped (was at confirmed_flush_lsn "
+          << lsn_text(slot->confirmed_flush_lsn) << ")\n";
+    }
+    if (!pub) {
+      out << "publication " << o.publication << ": does not exist\n";
+    } else {
+      db.drop_publication(o.publication);
+      out << "publication " << o.publication << ": dropped\n";
+    }
+    return 0;
+  } catch (const pg::Error& e) {
+    return fail(err, "drop", e.what());
+  }
+}
+
+}  // namespace outbox::app

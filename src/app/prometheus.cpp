@@ -1,0 +1,156 @@
+#include "outbox/app/prometheus.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <initializer_list>
+
+namespace outbox::app {
+namespace {
+
+std::string number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : "NaN";
+}
+
+std::string number(std::uint64_t v) { return std::to_string(v); }
+
+class Writer {
+ public:
+  void header(std::string_view name, std::string_view type, std::string_view help) {
+    out_.append("# HELP ").append(name).append(" ").append(help).append("\n");
+    out_.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+  }
+  template <typename T>
+  void sample(std::string_view name, std::string_view labels, T value) {
+    out_.append(name);
+    if (!labels.empty()) out_.append("{").append(labels).append("}");
+    out_.append(" ").append(number(value)).append("\n");
+  }
+  template <typename T>
+  void single(std::string_view name, std::string_view type, std::string_view help, T value) {
+    header(name, type, help);
+    sample(name, "", value);
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+std::string label(std::string_view name, std::string_view value) {
+  return std::string(name) + "=\"" + escape_label_value(value) + "\"";
+}
+
+}  // namespace
+
+std::string escape_label_value(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    switch (c) {
+      case '\\':
+        out += "\\\\";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::uint64_t lag_bytes(const relay::Metrics& m) {
+  if (m.server_wal_end.is_zero() || m.server_wal_end <= m.confirmed_lsn) return 0;
+  return m.server_wal_end.value - m.confirmed_lsn.value;
+}
+
+std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) {
+  Writer w;
+  w.header("outbox_relay_info", "gauge", "Identity of this relay; always 1.");
+  w.sample("outbox_relay_info",
+           label("slot", id.slot) + "," + label("publication", id.publication) + "," +
+               label("table", id.table) + "," + label("version", id.version),
+           std::uint64_t{1});
+
+  w.header("outbox_relay_state", "gauge",
+           "1 for the state the relay is in (connecting, streaming, standby, backpressured, "
+           "stopping), 0 for the others.");
+  for (auto s : {relay::State::kConnecting, relay::State::kStreaming, relay::State::kStandby,
+                 relay::State::kBackpressured, relay::State::kStopping}) {
+    w.sample("outbox_relay_state", label("state", relay::to_string(s)),
+             std::uint64_t{m.state == s ? 1u : 0u});
+  }
+  w.single("outbox_relay_producer_healthy", "gauge",
+           "1 while the Kafka producer reports no fatal error.",
+           std::uint64_t{m.producer_healthy ? 1u : 0u});
+
+  w.header("outbox_relay_events_published_total", "counter",
+           "Events acknowledged by Kafka, by topic.");
+  for (const auto& [topic, n] : m.events_published) {
+    w.sample("outbox_relay_events_published_total", label("topic", topic), n);
+  }
+  w.single("outbox_relay_bytes_published_total", "counter",
+           "Key and value bytes of the events acknowledged by Kafka.", m.bytes_published);
+  w.header("outbox_relay_delivery_errors_total", "counter",
+           "Deliveries that failed for good, by reason.");
+  for (const auto& [reason, n] : m.delivery_errors) {
+    w.sample("outbox_relay_delivery_errors_total", label("reason", reason), n);
+  }
+  w.single("outbox_relay_dlq_events_total", "counter",
+           "Events routed to the dead-letter topic instead of their own.", m.dlq_events);
+  w.single("outbox_relay_transactions_confirmed_total", "counter",
+           "Transactions whose events were all acknowledged and whose end position was confirmed.",
+           m.transactions_confirmed);
+
+  w.single("outbox_relay_confirmed_lsn", "gauge",
+           "Position the slot may advance to: every event before it is acknowledged by Kafka "
+           "(the flush position of the standby status updates), as a 64-bit WAL position.",
+           m.confirmed_lsn.value);
+  w.single("outbox_relay_received_lsn", "gauge", "Last WAL position received from the server.",
+           m.received_lsn.value);
+  w.single("outbox_relay_server_wal_end_lsn", "gauge",
+           "Server WAL end reported by the last keepalive.", m.server_wal_end.value);
+  w.single("outbox_relay_lag_bytes", "gauge",
+           "Server WAL end minus confirmed position: WAL the slot still retains because of us.",
+           lag_bytes(m));
+
+  w.single("outbox_relay_events_in_flight", "gauge", "Events produced and not yet acknowledged.",
+           m.events_in_flight);
+  w.single("outbox_relay_bytes_in_flight", "gauge",
+           "Key and value bytes produced and not yet acknowledged.", m.bytes_in_flight);
+  w.single("outbox_relay_oldest_in_flight_age_seconds", "gauge",
+           "Seconds since the commit of the oldest event not yet acknowledged; 0 when none is in "
+           "flight.",
+           m.oldest_unacked_age_seconds);
+
+  const auto& h = m.commit_to_ack_seconds;
+  const std::string hname = "outbox_relay_commit_to_ack_seconds";
+  w.header(hname, "histogram",
+           "Seconds from the commit of an event's transaction in PostgreSQL to Kafka's "
+           "acknowledgement of the event, one observation per event.");
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < relay::Histogram::kBounds.size(); ++i) {
+    cumulative += h.buckets[i];
+    w.sample(hname + "_bucket", label("le", number(relay::Histogram::kBounds[i])), cumulative);
+  }
+  cumulative += h.buckets.back();
+  w.sample(hname + "_bucket", label("le", "+Inf"), cumulative);
+  w.sample(hname + "_sum", "", h.sum);
+  w.sample(hname + "_count", "", h.count);
+
+  w.single("outbox_relay_reconnects_total", "counter",
+           "Replication connections re-established after a failure.", m.reconnects);
+  w.single("outbox_relay_backpressure_seconds_total", "counter",
+           "Seconds spent not reading WAL because too much was in flight.", m.backpressure_seconds);
+  return w.take();
+}
+
+}  // namespace outbox::app

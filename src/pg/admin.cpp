@@ -1,0 +1,240 @@
+#include "outbox/pg/admin.hpp"
+
+#include <libpq-fe.h>
+
+#include <charconv>
+
+namespace outbox::pg {
+namespace {
+
+struct PgConnDeleter {
+  void operator()(PGconn* c) const { PQfinish(c); }
+};
+struct PgResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+struct PgFreeDeleter {
+  void operator()(char* p) const { PQfreemem(p); }
+};
+using ConnHandle = std::unique_ptr<PGconn, PgConnDeleter>;
+using ResultHandle = std::unique_ptr<PGresult, PgResultDeleter>;
+using BufferHandle = std::unique_ptr<char, PgFreeDeleter>;
+
+// libpq's messages end with a newline and may continue on indented lines: make them one line.
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  for (std::size_t p; (p = s.find("\n\t")) != std::string::npos;) s.replace(p, 2, " ");
+  for (auto& c : s) {
+    if (c == '\n') c = ' ';
+  }
+  return s;
+}
+
+// "<what>: <primary message> (SQLSTATE xxxxx; detail: ...; hint: ...)".
+Error result_error(PGconn* c, const PGresult* r, const std::string& what) {
+  auto field = [&](int code) -> std::string {
+    const char* v = r ? PQresultErrorField(r, code) : nullptr;
+    return v ? v : "";
+  };
+  std::string state = field(PG_DIAG_SQLSTATE);
+  std::string msg = field(PG_DIAG_MESSAGE_PRIMARY);
+  if (msg.empty()) msg = r ? trim(PQresultErrorMessage(r)) : "";
+  if (msg.empty()) msg = trim(PQerrorMessage(c));
+  std::string extra;
+  if (!state.empty()) extra += "SQLSTATE " + state;
+  if (auto d = field(PG_DIAG_MESSAGE_DETAIL); !d.empty()) extra += "; detail: " + d;
+  if (auto h = field(PG_DIAG_MESSAGE_HINT); !h.empty()) extra += "; hint: " + h;
+  if (!extra.empty()) msg += " (" + extra + ")";
+  return Error(what + ": " + msg, state, PQstatus(c) == CONNECTION_BAD);
+}
+
+std::optional<Lsn> lsn_of(const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  return Lsn::parse(*text);
+}
+
+std::int64_t int_of(const std::optional<std::string>& text) {
+  std::int64_t v = 0;
+  if (text) std::from_chars(text->data(), text->data() + text->size(), v);
+  return v;
+}
+
+// One statement with text parameters; `what` names the object for the error message.
+Rows run(PGconn* c, const std::string& what, const std::string& sql,
+         const std::vector<std::string>& params = {}) {
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p.c_str());
+  ResultHandle r(PQexecParams(c, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                              values.data(), nullptr, nullptr, 0));
+  const auto status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+    throw result_error(c, r.get(), what);
+  }
+  Rows rows;
+  const int n = PQntuples(r.get()), cols = PQnfields(r.get());
+  rows.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    Row row;
+    row.reserve(cols);
+    for (int j = 0; j < cols; ++j) {
+      if (PQgetisnull(r.get(), i, j)) {
+        row.emplace_back(std::nullopt);
+      } else {
+        row.emplace_back(std::string(PQgetvalue(r.get(), i, j), PQgetlength(r.get(), i, j)));
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace
+
+struct AdminSession::Impl {
+  ConnHandle conn;
+};
+
+AdminSession::AdminSession(const std::string& conninfo) : impl_(std::make_unique<Impl>()) {
+  // expand_dbname: conninfo may be a key=value string or a URI, as for the relay.
+  const char* keys[] = {"dbname", "fallback_application_name", nullptr};
+  const char* values[] = {conninfo.c_str(), "outbox-relay", nullptr};
+  impl_->conn.reset(PQconnectdbParams(keys, values, 1));
+  if (!impl_->conn) throw Error("connect to PostgreSQL: out of memory", "", true);
+  if (PQstatus(impl_->conn.get()) != CONNECTION_OK) {
+    throw Error("connect to PostgreSQL: " + trim(PQerrorMessage(impl_->conn.get())), "", true);
+  }
+}
+
+AdminSession::~AdminSession() = default;
+
+Rows AdminSession::exec(const std::string& sql, const std::vector<std::string>& params) {
+  return run(impl_->conn.get(), "query failed", sql, params);
+}
+
+std::string AdminSession::quote_identifier(const std::string& name) const {
+  BufferHandle q(PQescapeIdentifier(impl_->conn.get(), name.c_str(), name.size()));
+  if (!q)
+    throw Error("quote identifier " + name + ": " + trim(PQerrorMessage(impl_->conn.get())), "",
+                false);
+  return q.get();
+}
+
+std::string AdminSession::server_version() const {
+  const char* v = PQparameterStatus(impl_->conn.get(), "server_version");
+  return v ? v : "?";
+}
+
+std::string AdminSession::setting(const std::string& name) {
+  return run(impl_->conn.get(), "read setting " + name, "SELECT current_setting($1)", {name})
+      .at(0)
+      .at(0)
+      .value_or("");
+}
+
+std::optional<PublicationInfo> AdminSession::publication(const std::string& name) {
+  const std::string what = "inspect publication " + name;
+  Rows p = run(impl_->conn.get(), what,
+               "SELECT pubinsert, puballtables FROM pg_publication WHERE pubname = $1", {name});
+  if (p.empty()) return std::nullopt;
+  PublicationInfo info;
+  info.name = name;
+  info.publishes_insert = p[0][0].value_or("") == "t";
+  info.all_tables = p[0][1].value_or("") == "t";
+  for (auto& row : run(impl_->conn.get(), what,
+                       "SELECT schemaname || '.' || tablename FROM pg_publication_tables "
+                       "WHERE pubname = $1 ORDER BY 1",
+                       {name})) {
+    info.tables.push_back(row[0].value_or(""));
+  }
+  return info;
+}
+
+void AdminSession::create_publication(const std::string& name, const std::string& schema,
+                                      const std::string& table) {
+  const std::string what = "create publication " + name + " for table " + schema + "." + table;
+  run(impl_->conn.get(), what,
+      "CREATE PUBLICATION " + quote_identifier(name) + " FOR TABLE " + quote_identifier(schema) +
+          "." + quote_identifier(table) + " WITH (publish = 'insert')");
+}
+
+void AdminSession::drop_publication(const std::string& name) {
+  const std::string what = "drop publication " + name;
+  run(impl_->conn.get(), what, "DROP PUBLICATION " + quote_identifier(name));
+}
+
+std::optional<SlotInfo> AdminSession::slot(const std::string& name) {
+  // On a standby the current position is the last replayed one.
+  Rows rows =
+      run(impl_->conn.get(), "inspect replication slot " + name,
+          "WITH cur AS (SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+          "ELSE pg_current_wal_lsn() END AS lsn) "
+          "SELECT s.slot_name, s.plugin, s.slot_type, s.database, s.active, s.active_pid, "
+          "s.confirmed_flush_lsn::text, s.restart_lsn::text, s.wal_status, s.safe_wal_size, "
+          "cur.lsn::text, "
+          "GREATEST(0, COALESCE(pg_wal_lsn_diff(cur.lsn, s.restart_lsn), 0))::bigint, "
+          "GREATEST(0, COALESCE(pg_wal_lsn_diff(cur.lsn, s.confirmed_flush_lsn), 0))::bigint, "
+          "host(r.client_addr), r.application_name, r.state, r.sent_lsn::text, r.flush_lsn::text, "
+          "r.reply_time::text, r.flush_lag::text "
+          "FROM pg_replication_slots s CROSS JOIN cur "
+          "LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid "
+          "WHERE s.slot_name = $1",
+          {name});
+  if (rows.empty()) return std::nullopt;
+  const Row& r = rows[0];
+  SlotInfo s;
+  s.name = r[0].value_or("");
+  s.plugin = r[1].value_or("");
+  s.slot_type = r[2].value_or("");
+  s.database = r[3].value_or("");
+  s.active = r[4].value_or("") == "t";
+  if (r[5]) s.active_pid = static_cast<int>(int_of(r[5]));
+  s.confirmed_flush_lsn = lsn_of(r[6]);
+  s.restart_lsn = lsn_of(r[7]);
+  s.wal_status = r[8].value_or("");
+  if (r[9]) s.safe_wal_size = int_of(r[9]);
+  s.current_wal_lsn = lsn_of(r[10]).value_or(Lsn{});
+  s.retained_wal_bytes = static_cast<std::uint64_t>(int_of(r[11]));
+  s.confirmed_lag_bytes = static_cast<std::uint64_t>(int_of(r[12]));
+  s.client_addr = r[13];
+  s.application_name = r[14];
+  s.replication_state = r[15];
+  s.sent_lsn = lsn_of(r[16]);
+  s.flush_lsn = lsn_of(r[17]);
+  s.reply_time = r[18];
+  s.flush_lag = r[19];
+  return s;
+}
+
+Lsn AdminSession::create_slot(const std::string& name) {
+  const std::string what = "create replication slot " + name;
+  Rows rows =
+      run(impl_->conn.get(), what,
+          "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')", {name});
+  return lsn_of(rows.at(0).at(0)).value_or(Lsn{});
+}
+
+void AdminSession::drop_slot(const std::string& name) {
+  const std::string what = "drop replication slot " + name;
+  run(impl_->conn.get(), what, "SELECT pg_drop_replication_slot($1)", {name});
+}
+
+bool AdminSession::table_exists(const std::string& schema, const std::string& table) {
+  return !run(impl_->conn.get(), "look up table " + schema + "." + table,
+              "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = $2",
+              {schema, table})
+              .empty();
+}
+
+void AdminSession::create_outbox_table(const std::string& schema, const std::string& table) {
+  const std::string what = "create table " + schema + "." + table;
+  run(impl_->conn.get(), what,
+      "CREATE TABLE IF NOT EXISTS " + quote_identifier(schema) + "." + quote_identifier(table) +
+          " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(),"
+          " aggregatetype varchar(255) NOT NULL,"
+          " aggregateid varchar(255) NOT NULL,"
+          " type varchar(255) NOT NULL,"
+          " payload jsonb)");
+}
+
+}  // namespace outbox::pg

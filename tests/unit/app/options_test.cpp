@@ -1,0 +1,153 @@
+// The command line of the operating features: subcommands and their flags, the metrics address,
+// log format and summary interval; errors name the flag; `run` stays the default.
+#include "outbox/app/options.hpp"
+
+#include <gtest/gtest.h>
+
+namespace outbox::app {
+namespace {
+
+std::string error_of(std::vector<std::string> args) {
+  try {
+    parse_command_line(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(CommandLine, RunIsTheDefaultAndCanBeNamed) {
+  for (auto args : {std::vector<std::string>{"--pg", "x", "--brokers", "k:1"},
+                    std::vector<std::string>{"run", "--pg", "x", "--brokers", "k:1"}}) {
+    CommandLine cl = parse_command_line(args);
+    EXPECT_EQ(cl.command, Command::kRun);
+    EXPECT_EQ(cl.run.relay.conninfo, "x");
+    ASSERT_TRUE(cl.run.metrics_addr);
+    EXPECT_EQ(cl.run.metrics_addr->host, "127.0.0.1");
+    EXPECT_EQ(cl.run.metrics_addr->port, 9187);
+    EXPECT_FALSE(cl.run.metrics_addr_explicit);
+    EXPECT_EQ(cl.run.log_format, LogFormat::kText);
+    EXPECT_EQ(cl.run.summary_interval, std::chrono::minutes(1));
+  }
+}
+
+TEST(CommandLine, OperatingFlagsOfRun) {
+  CommandLine cl =
+      parse_command_line({"--pg", "x", "--brokers", "k:1", "--metrics-addr", "0.0.0.0:9999",
+                          "--log-format", "json", "--summary-interval", "15s"});
+  ASSERT_TRUE(cl.run.metrics_addr);
+  EXPECT_EQ(cl.run.metrics_addr->host, "0.0.0.0");
+  EXPECT_EQ(cl.run.metrics_addr->port, 9999);
+  EXPECT_TRUE(cl.run.metrics_addr_explicit);
+  EXPECT_EQ(cl.run.log_format, LogFormat::kJson);
+  EXPECT_EQ(cl.run.summary_interval, std::chrono::seconds(15));
+
+  cl = parse_command_line(
+      {"--pg", "x", "--brokers", "k:1", "--metrics-addr=off", "--summary-interval", "0"});
+  EXPECT_FALSE(cl.run.metrics_addr);
+  EXPECT_EQ(cl.run.summary_interval.count(), 0);
+}
+
+TEST(CommandLine, ErrorPolicy) {
+  CommandLine cl = parse_command_line({"--pg", "x", "--brokers", "k:1"});
+  EXPECT_EQ(cl.run.relay.on_error, relay::OnError::kFail);
+  EXPECT_EQ(cl.run.relay.dlq_topic, "outbox.dlq");
+  cl = parse_command_line(
+      {"--pg", "x", "--brokers", "k:1", "--on-error", "dlq", "--dlq-topic", "dead"});
+  EXPECT_EQ(cl.run.relay.on_error, relay::OnError::kDlq);
+  EXPECT_EQ(cl.run.relay.dlq_topic, "dead");
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--on-error", "skip"}),
+            "--on-error: unknown policy 'skip' (expected fail or dlq)");
+}
+
+TEST(CommandLine, ListenAddresses) {
+  EXPECT_EQ(parse_listen_address("--metrics-addr", "[::1]:80").host, "::1");
+  EXPECT_EQ(parse_listen_address("--metrics-addr", ":9187").host, "0.0.0.0");
+  EXPECT_EQ(parse_listen_address("--metrics-addr", "127.0.0.1:0").port, 0);
+  for (const char* bad :
+       {"9187", "localhost:9187", "1.2.3.4:", "1.2.3.4:70000", "::1:80", "1.2.3.4:12ab"}) {
+    EXPECT_NE(error_of({"--pg", "x", "--brokers", "k:1", "--metrics-addr", bad})
+                  .find("--metrics-addr: invalid address"),
+              std::string::npos)
+        << bad;
+  }
+}
+
+TEST(CommandLine, Setup) {
+  CommandLine cl = parse_command_line({"setup", "--pg", "dbname=x"});
+  EXPECT_EQ(cl.command, Command::kSetup);
+  EXPECT_EQ(cl.setup.conninfo, "dbname=x");
+  EXPECT_EQ(cl.setup.slot, "outbox_relay");
+  EXPECT_EQ(cl.setup.publication, "outbox_relay");
+  EXPECT_EQ(cl.setup.schema, "public");
+  EXPECT_EQ(cl.setup.table, "outbox");
+  EXPECT_FALSE(cl.setup.create_table);
+
+  cl = parse_command_line({"setup", "--pg=p", "--slot", "s", "--publication", "pub", "--table",
+                           "app.events", "--create-table"});
+  EXPECT_EQ(cl.setup.slot, "s");
+  EXPECT_EQ(cl.setup.publication, "pub");
+  EXPECT_EQ(cl.setup.schema, "app");
+  EXPECT_EQ(cl.setup.table, "events");
+  EXPECT_TRUE(cl.setup.create_table);
+}
+
+TEST(CommandLine, Status) {
+  CommandLine cl = parse_command_line({"status", "--pg", "x"});
+  EXPECT_EQ(cl.command, Command::kStatus);
+  EXPECT_FALSE(cl.status.json);
+  EXPECT_EQ(cl.status.max_retained_bytes, 1ULL << 30);
+  cl = parse_command_line(
+      {"status", "--pg", "x", "--slot", "s", "--json", "--max-retained", "512MiB"});
+  EXPECT_TRUE(cl.status.json);
+  EXPECT_EQ(cl.status.slot, "s");
+  EXPECT_EQ(cl.status.max_retained_bytes, 512ULL << 20);
+}
+
+TEST(CommandLine, Drop) {
+  CommandLine cl = parse_command_line({"drop", "--pg", "x"});
+  EXPECT_EQ(cl.command, Command::kDrop);
+  EXPECT_FALSE(cl.drop.yes);
+  cl = parse_command_line({"drop", "--pg", "x", "--slot", "s", "--publication", "p", "--yes"});
+  EXPECT_TRUE(cl.drop.yes);
+  EXPECT_EQ(cl.drop.slot, "s");
+  EXPECT_EQ(cl.drop.publication, "p");
+}
+
+TEST(CommandLine, HelpOfEachCommandNeedsNoOtherFlag) {
+  EXPECT_TRUE(parse_command_line({"setup", "--help"}).setup.help);
+  EXPECT_TRUE(parse_command_line({"status", "-h"}).status.help);
+  EXPECT_TRUE(parse_command_line({"drop", "--help"}).drop.help);
+  EXPECT_TRUE(parse_command_line({"run", "--help"}).run.help);
+  EXPECT_NE(usage(Command::kSetup).find("--create-table"), std::string::npos);
+  EXPECT_NE(usage(Command::kStatus).find("--max-retained"), std::string::npos);
+  EXPECT_NE(usage(Command::kDrop).find("--yes"), std::string::npos);
+  for (const char* flag :
+       {"--metrics-addr", "--log-format", "--summary-interval", "setup", "status", "drop"}) {
+    EXPECT_NE(usage().find(flag), std::string::npos) << flag;
+  }
+}
+
+TEST(CommandLine, ErrorsNameTheFlagOrCommand) {
+  EXPECT_EQ(error_of({"frobnicate"}),
+            "unknown command frobnicate (expected run, setup, status or drop; see --help)");
+  EXPECT_EQ(error_of({"setup"}), "--pg: required (a libpq conninfo or URI)");
+  EXPECT_EQ(error_of({"status", "--pg", "x", "--brokers", "k:1"}),
+            "unknown flag --brokers (see --help)");
+  EXPECT_EQ(error_of({"drop", "--pg", "x", "--yes=please"}), "--yes: takes no value");
+  EXPECT_EQ(error_of({"setup", "--pg", "x", "--table", "a.b.c"}),
+            "--table: expected SCHEMA.TABLE or TABLE, got 'a.b.c'");
+  EXPECT_EQ(error_of({"status", "--pg", "x", "--slot", ""}), "--slot: must not be empty");
+  EXPECT_NE(error_of({"status", "--pg", "x", "--max-retained", "much"}).find("--max-retained"),
+            std::string::npos);
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--log-format", "xml"}),
+            "--log-format: unknown format 'xml' (expected text or json)");
+  EXPECT_NE(error_of({"--pg", "x", "--brokers", "k:1", "--summary-interval", "often"})
+                .find("--summary-interval"),
+            std::string::npos);
+  // -X belongs to run only.
+  EXPECT_EQ(error_of({"setup", "--pg", "x", "-Xa=b"}), "unknown flag -Xa=b (see --help)");
+}
+
+}  // namespace
+}  // namespace outbox::app
