@@ -35,6 +35,20 @@ using KafkaHandle = CHandle<rd_kafka_t, destroy_producer>;
 using QueueHandle = CHandle<rd_kafka_queue_t, rd_kafka_queue_destroy>;
 using TopicHandle = CHandle<rd_kafka_topic_t, rd_kafka_topic_destroy>;
 
+// A log field value inside double quotes: inner quotes and backslashes escaped, so that
+// key="value" fields stay parseable.
+std::string quoted(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out += '"';
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c == '\n' ? ' ' : c;
+  }
+  out += '"';
+  return out;
+}
+
 std::shared_ptr<spdlog::logger> logger() {
   static auto log = [] {
     auto l = spdlog::get("kafka");
@@ -166,8 +180,8 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     if (!d.ok) {
       d.error_name = rd_kafka_err2name(msg->err);
       d.error = std::string(d.error_name) + ": " + rd_kafka_message_errstr(msg);
-      d.key = msg->key ? std::optional<std::string_view>(std::string_view(
-                             static_cast<const char*>(msg->key), msg->key_len))
+      d.key = msg->key ? std::optional<std::string_view>(
+                             std::string_view(static_cast<const char*>(msg->key), msg->key_len))
                        : std::nullopt;
       d.value = msg->payload ? std::optional<std::string_view>(std::string_view(
                                    static_cast<const char*>(msg->payload), msg->len))
@@ -198,16 +212,16 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
       return;
     }
     // Transport errors and all-brokers-down are ridden out by librdkafka's own retries.
-    logger()->warn("event=kafka_error err={} reason=\"{}\"",
-                   rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), reason);
+    logger()->warn("event=kafka_error err={} reason={}",
+                   rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), quoted(reason));
   }
 
   static void log_cb(const rd_kafka_t*, int level, const char* fac, const char* buf) {
-    auto lvl = level <= 3 ? spdlog::level::err
+    auto lvl = level <= 3   ? spdlog::level::err
                : level <= 4 ? spdlog::level::warn
                : level <= 6 ? spdlog::level::info
                             : spdlog::level::debug;
-    logger()->log(lvl, "event=librdkafka facility={} msg=\"{}\"", fac, buf);
+    logger()->log(lvl, "event=librdkafka facility={} msg={}", fac, quoted(buf));
   }
 };
 
@@ -274,8 +288,7 @@ ProduceResult Producer::produce(const Record& record, std::uint64_t opaque) {
   rd_kafka_topic_t* topic = impl_->topic(record.topic);
   if (topic == nullptr) {
     return {ProduceStatus::kFailed,
-            std::string("cannot create topic handle: ") +
-                rd_kafka_err2str(rd_kafka_last_error())};
+            std::string("cannot create topic handle: ") + rd_kafka_err2str(rd_kafka_last_error())};
   }
   rd_kafka_headers_t* headers = rd_kafka_headers_new(record.headers.size());
   for (const Header& h : record.headers) {
@@ -290,9 +303,9 @@ ProduceResult Producer::produce(const Record& record, std::uint64_t opaque) {
   std::size_t key_len = record.key ? record.key->size() : 0;
   rd_kafka_resp_err_t err = rd_kafka_producev(
       impl_->rk.get(), RD_KAFKA_V_RKT(topic), RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
-      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-      RD_KAFKA_V_VALUE(value, value_len), RD_KAFKA_V_KEY(key, key_len),
-      RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_TIMESTAMP(record.timestamp_ms),
+      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_VALUE(value, value_len),
+      RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_HEADERS(headers),
+      RD_KAFKA_V_TIMESTAMP(record.timestamp_ms),
       RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(opaque))),
       RD_KAFKA_V_END);
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return {ProduceStatus::kQueued, {}, false};

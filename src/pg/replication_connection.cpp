@@ -295,7 +295,8 @@ awaitable<void> ReplicationConnection::end_copy(Duration timeout) {
       continue;
     }
     if (n == 0) {
-      co_await impl_->wait_until(asio::posix::stream_descriptor::wait_read, until, "ending the copy");
+      co_await impl_->wait_until(asio::posix::stream_descriptor::wait_read, until,
+                                 "ending the copy");
       if (!PQconsumeInput(c)) throw conn_error(c, "ending the copy");
       continue;
     }
@@ -303,7 +304,8 @@ awaitable<void> ReplicationConnection::end_copy(Duration timeout) {
   }
   for (;;) {
     while (PQisBusy(c)) {
-      co_await impl_->wait_until(asio::posix::stream_descriptor::wait_read, until, "ending the copy");
+      co_await impl_->wait_until(asio::posix::stream_descriptor::wait_read, until,
+                                 "ending the copy");
       if (!PQconsumeInput(c)) throw conn_error(c, "ending the copy");
     }
     ResultHandle r(PQgetResult(c));

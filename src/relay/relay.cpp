@@ -36,6 +36,20 @@ struct FatalError : std::runtime_error {
   Fatal fatal;
 };
 
+// A log field value inside double quotes: inner quotes and backslashes escaped, so that
+// key="value" fields stay parseable.
+std::string quoted(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out += '"';
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c == '\n' ? ' ' : c;
+  }
+  out += '"';
+  return out;
+}
+
 std::shared_ptr<spdlog::logger> make_logger() {
   auto l = spdlog::get("relay");
   return l ? l : spdlog::default_logger()->clone("relay");
@@ -70,9 +84,10 @@ class Relay::Impl {
         rng_(std::random_device{}()) {
     // Created here so that a bad -X property fails before anything runs.
     producer_ = std::make_unique<kafka::Producer>(
-        io_.get_executor(), config_.producer,
-        [this](const kafka::Delivery& d) { on_delivery(d); },
-        [this](const std::string& m) { fail({kExitError, "Kafka producer fatal error: " + m}); });
+        io_.get_executor(), config_.producer, [this](const kafka::Delivery& d) { on_delivery(d); },
+        [this](const std::string& m) {
+          fail({kExitError, "Kafka producer fatal error: " + m});
+        });
   }
 
   awaitable<int> run() {
@@ -93,8 +108,8 @@ class Relay::Impl {
           reason = "slot in use by another connection";
           set_state(State::kStandby, "standby: " + std::string(e.what()));
           if (!standby_logged) {
-            log_->info("event=standby slot={} reason=\"{}\": waiting to take over", config_.slot,
-                       e.what());
+            log_->info("event=standby slot={} reason={}: waiting to take over", config_.slot,
+                       quoted(e.what()));
             standby_logged = true;
           }
         } else {
@@ -120,8 +135,8 @@ class Relay::Impl {
       // relay lets go; other failures back off exponentially.
       auto delay = metrics_.state == State::kStandby ? jittered(1000) : backoff(attempt++);
       if (metrics_.state != State::kStandby) {
-        log_->warn("event=reconnect slot={} attempt={} in_ms={} reason=\"{}\"", config_.slot,
-                   attempt, delay.count(), reason);
+        log_->warn("event=reconnect slot={} attempt={} in_ms={} reason={}", config_.slot, attempt,
+                   delay.count(), quoted(reason));
       }
       backoff_timer_.expires_after(delay);
       boost::system::error_code ec;
@@ -136,8 +151,8 @@ class Relay::Impl {
     }
     producer_.reset();
     if (fatal_) {
-      log_->error("event=fatal slot={} exit_code={} confirmed={} error=\"{}\"", config_.slot,
-                  fatal_->code, tracker_.confirmable().to_string(), fatal_->message);
+      log_->error("event=fatal slot={} exit_code={} confirmed={} error={}", config_.slot,
+                  fatal_->code, tracker_.confirmable().to_string(), quoted(fatal_->message));
       co_return fatal_->code;
     }
     log_->info("event=stopped slot={} confirmed={}", config_.slot,
@@ -309,8 +324,7 @@ class Relay::Impl {
         set_state(State::kBackpressured, "in-flight bound reached");
         auto t0 = Clock::now();
         co_await wait_for_change(t0 + config_.status_interval);
-        metrics_.backpressure_seconds +=
-            std::chrono::duration<double>(Clock::now() - t0).count();
+        metrics_.backpressure_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
         if (!backpressured() && !stopping_) set_state(State::kStreaming, "");
         continue;
       }
@@ -339,8 +353,8 @@ class Relay::Impl {
   Handled handle_frame(std::span<const std::byte> frame) {
     pgoutput::CopyDecodeResult cr = pgoutput::decode_copy_message(frame);
     if (auto* err = std::get_if<pgoutput::DecodeError>(&cr)) {
-      throw FatalError({kExitError, "undecodable replication frame after " +
-                                        received_.to_string() + ": " + err->reason + " (offset " +
+      throw FatalError({kExitError, "undecodable replication frame after " + received_.to_string() +
+                                        ": " + err->reason + " (offset " +
                                         std::to_string(err->offset) + ")"});
     }
     auto& cm = std::get<pgoutput::CopyMessage>(cr);
@@ -383,7 +397,8 @@ class Relay::Impl {
   }
 
   Handled on_message(const pgoutput::Commit& c, const pgoutput::XLogData&) {
-    if (!txn_) throw FatalError({kExitError, "Commit at " + c.commit_lsn.to_string() + " without Begin"});
+    if (!txn_)
+      throw FatalError({kExitError, "Commit at " + c.commit_lsn.to_string() + " without Begin"});
     tracker_.commit(*txn_, c.end_lsn);
     txn_.reset();
     return Handled::kDone;
@@ -403,8 +418,8 @@ class Relay::Impl {
     if (auto* err = std::get_if<outbox::MapError>(&mapped)) {
       std::string reason = "column " + err->column + " " + err->reason;
       if (err->column.empty()) reason = err->reason;
-      Poison p{err->id, err->aggregateid, err->payload, std::nullopt, "", err->table, reason,
-               "MAPPING_ERROR", false};
+      Poison p{err->id,    err->aggregateid, err->payload,    std::nullopt, "",
+               err->table, reason,           "MAPPING_ERROR", false};
       return poison_in_stream(p);
     }
     if (std::holds_alternative<outbox::NotOutbox>(mapped)) return Handled::kDone;
@@ -424,8 +439,11 @@ class Relay::Impl {
         return Handled::kQueueFull;
       case kafka::ProduceStatus::kFailed: {
         // Rejected before it left the process (e.g. larger than message.max.bytes).
-        Poison p{ev.id,  ev.key,   ev.value, ev.type, ev.topic, config_.mapper.schema + "." +
-                 config_.mapper.table, pr.error, first_word(pr.error), pr.size_error};
+        Poison p{ev.id,        ev.key,
+                 ev.value,     ev.type,
+                 ev.topic,     config_.mapper.schema + "." + config_.mapper.table,
+                 pr.error,     first_word(pr.error),
+                 pr.size_error};
         return poison_in_stream(p);
       }
     }
@@ -454,7 +472,8 @@ class Relay::Impl {
 
   std::string describe(const Poison& p, Lsn lsn) const {
     return "event" + (p.id.empty() ? std::string() : " id=" + std::string(p.id)) + " of table " +
-           p.table + (p.original_topic.empty() ? "" : " for topic " + std::string(p.original_topic)) +
+           p.table +
+           (p.original_topic.empty() ? "" : " for topic " + std::string(p.original_topic)) +
            " (transaction commit LSN " + lsn.to_string() + "): " + p.reason;
   }
 
@@ -493,15 +512,13 @@ class Relay::Impl {
     h[n++] = {"outbox.table", p.table};
     h[n++] = {"outbox.lsn", lsn_text};
     if (p.size_error) h[n++] = {"outbox.value.omitted", "too large for the broker"};
-    kafka::Record rec{config_.dlq_topic, p.key,
-                      p.size_error ? std::nullopt : p.value,
-                      std::span<const kafka::Header>(h.data(), n),
-                      tracker_.commit_time_ms_of(txn)};
+    kafka::Record rec{config_.dlq_topic, p.key, p.size_error ? std::nullopt : p.value,
+                      std::span<const kafka::Header>(h.data(), n), tracker_.commit_time_ms_of(txn)};
     kafka::ProduceResult r = producer_->produce(rec, txn | kDlqFlag);
     if (r.status == kafka::ProduceStatus::kQueued) {
       ++metrics_.dlq_events;
-      log_->warn("event=dead_lettered slot={} dlq_topic={} {}", config_.slot, config_.dlq_topic,
-                 describe(p, lsn));
+      log_->warn("event=dead_lettered slot={} dlq_topic={} detail={}", config_.slot,
+                 config_.dlq_topic, quoted(describe(p, lsn)));
     }
     return r.status;
   }
@@ -532,13 +549,16 @@ class Relay::Impl {
       // or after it is confirmed.
       ++metrics_.delivery_errors[std::string(d.error_name)];
       Lsn lsn = tracker_.commit_lsn_of(txn).value_or(Lsn{});
-      Poison p{d.id_header, d.key, d.value, d.type_header, d.topic,
-               config_.mapper.schema + "." + config_.mapper.table, d.error,
-               std::string(d.error_name), d.size_error};
+      Poison p{d.id_header, d.key,
+               d.value,     d.type_header,
+               d.topic,     config_.mapper.schema + "." + config_.mapper.table,
+               d.error,     std::string(d.error_name),
+               d.size_error};
       if (dlq_record || config_.on_error == OnError::kFail) {
-        fail({kExitPoisonEvent, std::string(dlq_record ? "dead-letter record of " : "delivery of ") +
-                                    describe(p, lsn) + "; slot " + config_.slot + " stays at " +
-                                    tracker_.confirmable().to_string()});
+        fail(
+            {kExitPoisonEvent, std::string(dlq_record ? "dead-letter record of " : "delivery of ") +
+                                   describe(p, lsn) + "; slot " + config_.slot + " stays at " +
+                                   tracker_.confirmable().to_string()});
       } else if (dead_letter(p, txn, lsn) != kafka::ProduceStatus::kQueued) {
         fail({kExitPoisonEvent, "cannot dead-letter " + describe(p, lsn) + " to topic " +
                                     config_.dlq_topic + " (producer queue full or rejected)"});
@@ -573,7 +593,7 @@ class Relay::Impl {
       last_status_sent_ = Clock::now();
     } catch (const pg::Error& e) {
       // The read loop sees the broken connection and reconnects.
-      log_->debug("event=status_failed slot={} error=\"{}\"", config_.slot, e.what());
+      log_->debug("event=status_failed slot={} error={}", config_.slot, quoted(e.what()));
       return;
     }
     if (flush != last_reported_) {
@@ -597,7 +617,7 @@ class Relay::Impl {
     try {
       co_await conn_->end_copy(std::chrono::seconds(5));
     } catch (const std::exception& e) {
-      log_->warn("event=end_copy_failed slot={} error=\"{}\"", config_.slot, e.what());
+      log_->warn("event=end_copy_failed slot={} error={}", config_.slot, quoted(e.what()));
     }
   }
 

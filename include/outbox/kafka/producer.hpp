@@ -5,8 +5,6 @@
 // runs on that thread too. librdkafka handles never leave this module.
 #pragma once
 
-#include <utility>
-
 #include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <cstddef>
@@ -47,7 +45,7 @@ struct Delivery {
   std::size_t bytes = 0;     // key size + value size of the record
   bool ok = true;
   Failure failure = Failure::kNone;
-  bool size_error = false;  // the record is too large for the broker or the client
+  bool size_error = false;      // the record is too large for the broker or the client
   std::string_view error_name;  // librdkafka's error name when !ok, e.g. MSG_SIZE_TOO_LARGE
   std::string error;            // error name and text when !ok
   std::string_view topic;

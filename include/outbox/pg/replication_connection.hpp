@@ -4,8 +4,6 @@
 // Not thread-safe: use from the io_context's single thread. The libpq handle never leaves pg.
 #pragma once
 
-#include <utility>
-
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
@@ -16,6 +14,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "outbox/pgoutput/lsn.hpp"

@@ -97,7 +97,7 @@ struct LogicalMessage {
   std::string_view content;
 };
 
-using Message = std::variant<Begin, Commit, Origin, Relation, Type, Insert, Update, Delete, Truncate,
-                             LogicalMessage>;
+using Message = std::variant<Begin, Commit, Origin, Relation, Type, Insert, Update, Delete,
+                             Truncate, LogicalMessage>;
 
 }  // namespace outbox::pgoutput

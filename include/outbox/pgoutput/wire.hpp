@@ -35,6 +35,7 @@ inline constexpr std::size_t kStatusUpdateSize = 34;
 
 // Standby status update: 'r', write, flush, apply, clock, reply_requested (big-endian).
 std::array<std::byte, kStatusUpdateSize> encode_status_update(Lsn write, Lsn flush, Lsn apply,
-                                                              PgTimestamp now, bool reply_requested);
+                                                              PgTimestamp now,
+                                                              bool reply_requested);
 
 }  // namespace outbox::pgoutput

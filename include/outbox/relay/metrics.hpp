@@ -31,9 +31,9 @@ inline const char* to_string(State s) {
 
 // Cumulative histogram with fixed upper bounds (seconds), as Prometheus expects.
 struct Histogram {
-  static constexpr std::array<double, 17> kBounds = {
-      0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03,
-      0.05,  0.1,   0.25,  0.5,   1.0,    2.5,  10.0,  60.0};
+  static constexpr std::array<double, 17> kBounds = {0.001, 0.002, 0.003, 0.005, 0.0075, 0.01,
+                                                     0.015, 0.02,  0.03,  0.05,  0.1,    0.25,
+                                                     0.5,   1.0,   2.5,   10.0,  60.0};
   std::array<std::uint64_t, kBounds.size() + 1> buckets{};  // last one is +Inf; not cumulative
   double sum = 0;
   std::uint64_t count = 0;
@@ -52,8 +52,8 @@ struct Histogram {
 struct Metrics {
   // Counters.
   std::map<std::string, std::uint64_t, std::less<>> events_published;  // by topic
-  std::uint64_t bytes_published = 0;                                     // key + value bytes
-  std::map<std::string, std::uint64_t, std::less<>> delivery_errors;    // by reason
+  std::uint64_t bytes_published = 0;                                   // key + value bytes
+  std::map<std::string, std::uint64_t, std::less<>> delivery_errors;   // by reason
   std::uint64_t dlq_events = 0;
   std::uint64_t transactions_confirmed = 0;
   std::uint64_t reconnects = 0;

@@ -4,14 +4,13 @@
 // Not thread-safe: construct, run and stop on one io_context thread.
 #pragma once
 
-#include <utility>
-
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "outbox/kafka/producer.hpp"
 #include "outbox/outbox/mapper.hpp"

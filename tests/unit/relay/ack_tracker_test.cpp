@@ -49,7 +49,8 @@ TEST(AckTracker, OpenTransactionIsNeverConfirmed) {
   t.add_event(a, 1);
   t.ack(a, 1);
   EXPECT_EQ(t.confirmable(), lsn(0)) << "Commit has not arrived yet";
-  EXPECT_FALSE(t.advance_idle(lsn(500))) << "keepalive must not confirm while a transaction is open";
+  EXPECT_FALSE(t.advance_idle(lsn(500)))
+      << "keepalive must not confirm while a transaction is open";
   t.commit(a, lsn(120));
   EXPECT_EQ(t.confirmable(), lsn(120));
 }
