@@ -5,6 +5,10 @@
 // runs on that thread too. librdkafka handles never leave this module.
 #pragma once
 
+// clang-format off
+// Boost 1.74's Asio headers use std::exchange without including <utility>: it must come first.
+#include <utility>
+// clang-format on
 #include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <cstddef>
@@ -16,7 +20,6 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 namespace outbox::kafka {

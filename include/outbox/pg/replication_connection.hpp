@@ -4,6 +4,10 @@
 // Not thread-safe: use from the io_context's single thread. The libpq handle never leaves pg.
 #pragma once
 
+// clang-format off
+// Boost 1.74's Asio headers use std::exchange without including <utility>: it must come first.
+#include <utility>
+// clang-format on
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
@@ -14,7 +18,6 @@
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "outbox/pgoutput/lsn.hpp"

@@ -4,13 +4,16 @@
 // Not thread-safe: construct, run and stop on one io_context thread.
 #pragma once
 
+// clang-format off
+// Boost 1.74's Asio headers use std::exchange without including <utility>: it must come first.
+#include <utility>
+// clang-format on
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
-#include <utility>
 
 #include "outbox/kafka/producer.hpp"
 #include "outbox/outbox/mapper.hpp"
