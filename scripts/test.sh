@@ -9,6 +9,7 @@
 #        named unit* or run by a unit_* executable;
 #        the libFuzzer target fuzz_decoder built with clang in build-fuzz/, run for
 #        ${OUTBOX_FUZZ_SECONDS:-60} s on a temporary copy of tests/fuzz/corpus.
+#   6. unless OUTBOX_SKIP_BENCH is set: scripts/bench.sh --quick (benchmark smoke run).
 # Services are stopped on exit (set OUTBOX_KEEP_SERVICES=1 to leave them running).
 # Exit status: ctest's status if it failed, else that of the first failing phase in step 5.
 # Extra ctest arguments for step 4 can be given in OUTBOX_CTEST_ARGS (e.g. "-R relay -V").
@@ -165,6 +166,19 @@ if [ -z "${OUTBOX_SKIP_FUZZ:-}" ]; then
     else
       grep -E '^stat::(number_of_executed_units|new_units_added)' "$fuzz/fuzz.log" >&2 || true
     fi
+  fi
+fi
+
+# Benchmark smoke run (scripts/bench.sh --quick, well under a minute: tiny workloads through the
+# decoder alone, pg_recvlogical and the relay, plus a short latency run) so the benchmark cannot
+# rot. It uses the relay built above (OUTBOX_RELAY_BIN) and fails when a consumer fails.
+if [ -z "${OUTBOX_SKIP_BENCH:-}" ]; then
+  phase "bench --quick"
+  rc=0
+  "$REPO/scripts/bench.sh" --quick >/dev/null || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    log "bench.sh --quick failed with status $rc"
+    [ "$extra_rc" -ne 0 ] || extra_rc=$rc
   fi
 fi
 phase_done

@@ -1,0 +1,38 @@
+-- Benchmark outbox table (the relay's and Debezium's default column names) and the loader.
+-- psql -v ON_ERROR_STOP=1 -f bench/load/schema.sql; scripts/bench.sh runs it before each load.
+DROP PUBLICATION IF EXISTS bench_pub;
+DROP PUBLICATION IF EXISTS bench_pub_dbz;
+DROP TABLE IF EXISTS public.bench_outbox;
+CREATE TABLE public.bench_outbox (
+  id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+  aggregatetype text NOT NULL,
+  aggregateid text NOT NULL,
+  type text NOT NULL,
+  payload jsonb NOT NULL
+);
+-- One publication for the decoder, pg_recvlogical and the relay; Debezium gets its own.
+CREATE PUBLICATION bench_pub FOR TABLE public.bench_outbox WITH (publish = 'insert');
+CREATE PUBLICATION bench_pub_dbz FOR TABLE public.bench_outbox WITH (publish = 'insert');
+
+-- bench_load(n_txn, per_txn, payload_bytes): n_txn transactions of per_txn inserts each.
+-- The payload prints (jsonb text output, what pgoutput sends) as exactly payload_bytes bytes:
+-- {"data": "<hex>"}, the hex made of distinct md5s so that large payloads do not compress away
+-- (4 KiB ones are TOASTed out of line, as real ones of that size would be).
+-- Run it outside a transaction block (CALL commits after each transaction) with
+-- synchronous_commit = off for speed; the WAL is flushed before anything is measured.
+CREATE OR REPLACE PROCEDURE public.bench_load(n_txn int, per_txn int, payload_bytes int)
+LANGUAGE plpgsql AS $$
+DECLARE
+  hexlen int := payload_bytes - 12;
+  chunks int := (payload_bytes - 12 + 31) / 32;
+BEGIN
+  FOR t IN 0 .. n_txn - 1 LOOP
+    INSERT INTO public.bench_outbox (aggregatetype, aggregateid, type, payload)
+    SELECT 'order', 'agg-' || ((t::bigint * per_txn + i) % 1000), 'OrderCreated',
+           jsonb_build_object('data', left(
+             (SELECT string_agg(md5((t::bigint * per_txn + i)::text || ':' || j), '')
+                FROM generate_series(1, chunks) AS j), hexlen))
+      FROM generate_series(1, per_txn) AS i;
+    COMMIT;
+  END LOOP;
+END $$;

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Turns scripts/bench.sh's raw measurements into the results table (markdown + JSON).
+
+Medians over the repetitions; ratios relay/decoder-alone, relay/pg_recvlogical, relay/Debezium;
+targets checked. Standard library only.
+"""
+import argparse
+import csv
+import json
+import os
+import statistics
+import sys
+
+CONSUMERS = ["decoder", "recvlogical", "relay", "debezium"]
+LABEL = {
+    "decoder": "decoder alone (pg_logical_slot_get_binary_changes)",
+    "recvlogical": "pg_recvlogical (pgoutput, to /dev/null)",
+    "relay": "outbox-relay (until last ack)",
+    "debezium": "Debezium 3.6 + outbox router (Connect standalone)",
+}
+WORKLOAD = {
+    "W1": "200,000 one-event transactions, 200-byte payloads",
+    "W2": "200 transactions x 1,000 events, 200-byte payloads",
+    "W3": "50,000 one-event transactions, 4 KiB payloads",
+}
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fnum(x, nd=0):
+    if x is None:
+        return "-"
+    return f"{x:,.{nd}f}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", required=True)
+    ap.add_argument("--latency")
+    ap.add_argument("--micro")
+    ap.add_argument("--metrics", help="the relay's /metrics text after the latency run")
+    ap.add_argument("--versions")
+    ap.add_argument("--out-dir", required=True)
+    ap.add_argument("--run-id", required=True)
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+
+    rows = list(csv.DictReader(open(a.runs), delimiter="\t"))
+    f = lambda r, k: float(r[k]) if r.get(k) not in (None, "") else None
+    results = {}
+    for r in rows:
+        results.setdefault(r["workload"], {}).setdefault(r["consumer"], []).append(r)
+
+    table = {}
+    for wl, byc in results.items():
+        table[wl] = {}
+        for c, rs in byc.items():
+            n = int(rs[0]["events"])
+            size = int(rs[0]["payload_bytes"])
+            wall = med([f(r, "wall_s") for r in rs])
+            cpu = med([f(r, "cpu_s") for r in rs])
+            rss = med([f(r, "rss_kb") for r in rs])
+            rss_max = max(f(r, "rss_kb") or 0 for r in rs)
+            steady = med([f(r, "steady_s") for r in rs])
+            confirm = med([f(r, "confirm_s") for r in rs])
+            e = {
+                "events": n,
+                "payload_bytes": size,
+                "repetitions": len(rs),
+                "wall_s": wall,
+                "events_per_s": n / wall if wall else None,
+                "payload_mb_per_s": n * size / wall / 1e6 if wall else None,
+                "cpu_s": cpu,
+                "cpu_s_per_million_events": cpu / n * 1e6 if cpu is not None else None,
+                "peak_rss_mib": rss / 1024 if rss is not None else None,
+                "peak_rss_mib_max": rss_max / 1024,
+                "runs": [{k: r[k] for k in ("rep", "wall_s", "cpu_s", "rss_kb", "confirm_s", "steady_s")} for r in rs],
+            }
+            if confirm is not None:
+                e["confirm_s"] = confirm
+                e["events_per_s_until_confirmed"] = n / confirm if confirm else None
+            if steady is not None and steady > 0:
+                # From the first record in Kafka to the last: the rate once running (for Debezium,
+                # without the JVM start-up and connector initialisation).
+                e["steady_events_per_s"] = n / steady
+            table[wl][c] = e
+
+    def ratio(wl, a_, b_, key="events_per_s"):
+        x = table.get(wl, {}).get(a_, {}).get(key)
+        y = table.get(wl, {}).get(b_, {}).get(key)
+        return x / y if x and y else None
+
+    ratios = {}
+    targets = []
+    for wl in sorted(table):
+        t = table[wl]
+        relay = t.get("relay", {})
+        dbz = t.get("debezium", {})
+        r = {
+            "relay_over_decoder": ratio(wl, "relay", "decoder"),
+            "relay_over_recvlogical": ratio(wl, "relay", "recvlogical"),
+            "relay_over_debezium": ratio(wl, "relay", "debezium"),
+        }
+        if dbz.get("steady_events_per_s") and relay.get("events_per_s"):
+            r["relay_over_debezium_steady"] = relay["events_per_s"] / dbz["steady_events_per_s"]
+        if dbz.get("cpu_s_per_million_events") and relay.get("cpu_s_per_million_events"):
+            r["relay_cpu_over_debezium_cpu"] = relay["cpu_s_per_million_events"] / dbz["cpu_s_per_million_events"]
+        ratios[wl] = r
+
+        def chk(name, val, op, bound):
+            ok = None if val is None else (val >= bound if op == ">=" else val <= bound)
+            targets.append({"workload": wl, "target": name, "value": val, "bound": f"{op} {bound}", "met": ok})
+
+        chk("events/s relay / pg_recvlogical", r["relay_over_recvlogical"], ">=", 1.5)
+        chk("events/s relay / decoder alone", r["relay_over_decoder"], ">=", 0.5)
+        if dbz:
+            chk("events/s relay / Debezium (end to end)", r["relay_over_debezium"], ">=", 3)
+            chk("events/s relay / Debezium (steady)", r.get("relay_over_debezium_steady"), ">=", 3)
+            chk("CPU per event relay / Debezium", r.get("relay_cpu_over_debezium_cpu"), "<=", 1 / 3)
+        chk("relay peak RSS MiB", relay.get("peak_rss_mib_max"), "<=", 50)
+
+    latency = None
+    if a.latency and os.path.exists(a.latency):
+        kv = dict(p.split("=", 1) for p in open(a.latency).read().split() if "=" in p)
+        latency = {k: (float(v) if v.replace(".", "", 1).isdigit() else v) for k, v in kv.items()}
+        latency["method"] = "commit timestamp (Kafka record time) to consumption by a librdkafka consumer: an upper bound of commit-to-ack"
+        if a.metrics and os.path.exists(a.metrics):
+            # Prometheus histogram outbox_relay_commit_to_ack_seconds: quantiles as bucket bounds.
+            buckets = []
+            for line in open(a.metrics):
+                if line.startswith("outbox_relay_commit_to_ack_seconds_bucket{"):
+                    le = line.split('le="', 1)[1].split('"', 1)[0]
+                    buckets.append((float("inf") if le == "+Inf" else float(le), float(line.split()[-1])))
+            if buckets and buckets[-1][1] > 0:
+                total = buckets[-1][1]
+                q = lambda p: next(le for le, c in buckets if c >= p * total) * 1000
+                latency["ack_histogram_p50_ms_le"] = q(0.5)
+                latency["ack_histogram_p99_ms_le"] = q(0.99)
+                latency["ack_histogram_count"] = total
+        targets.append({"workload": "latency", "target": "p99 commit-to-consume ms (upper bound of commit-to-ack)",
+                        "value": latency.get("p99_ms"), "bound": "<= 20",
+                        "met": latency.get("p99_ms") is not None and latency["p99_ms"] <= 20})
+
+    micro = None
+    if a.micro and os.path.exists(a.micro):
+        try:
+            mj = json.load(open(a.micro))
+            micro = [{"name": b["name"], "ns_per_event": b["real_time"],
+                      "allocs_per_event": b.get("allocs_per_event")} for b in mj["benchmarks"]]
+        except (ValueError, KeyError):
+            micro = None
+
+    versions = {}
+    if a.versions and os.path.exists(a.versions):
+        for line in open(a.versions):
+            if "=" in line:
+                k, v = line.rstrip("\n").split("=", 1)
+                versions[k] = v
+
+    doc = {"run_id": a.run_id, "quick": a.quick, "cores": os.cpu_count(), "versions": versions,
+           "workloads": {w: WORKLOAD.get(w, w) for w in table}, "results": table, "ratios": ratios,
+           "latency": latency, "micro": micro, "targets": targets}
+
+    md = []
+    md.append(f"### Benchmark {a.run_id}{' (quick smoke run: tiny workloads, not representative)' if a.quick else ''}\n")
+    md.append(f"{os.cpu_count()} cores; " + ", ".join(f"{k} {v}" for k, v in versions.items() if k not in ("cores",)) + "\n")
+    md.append("Median of the repetitions. events/s and MB/s (payload bytes) from process start until the last event is in "
+              "Kafka (relay: acknowledged; Debezium: in the topic) or the decoder/pg_recvlogical reached the end LSN. "
+              "CPU = user+sys of the consumer process (decoder alone: the backend running the query). "
+              "Peak RSS = VmHWM (decoder alone: a backend, shared buffers included).\n")
+    for wl in sorted(table):
+        md.append(f"\n**{wl}: {WORKLOAD.get(wl, wl)}** ({table[wl][next(iter(table[wl]))]['events']:,} events)\n")
+        md.append("| consumer | events/s | MB/s | CPU s / M events | peak RSS MiB | notes |")
+        md.append("|---|---:|---:|---:|---:|---|")
+        for c in CONSUMERS:
+            e = table[wl].get(c)
+            if not e:
+                continue
+            notes = []
+            if "confirm_s" in e:
+                notes.append(f"slot confirmed after {e['confirm_s']:.2f} s ({fnum(e.get('events_per_s_until_confirmed'))} ev/s)")
+            if c == "debezium" and "steady_events_per_s" in e:
+                notes.append(f"first-to-last record {fnum(e['steady_events_per_s'])} ev/s")
+            md.append(f"| {LABEL[c]} | {fnum(e['events_per_s'])} | {fnum(e['payload_mb_per_s'], 1)} | "
+                      f"{fnum(e['cpu_s_per_million_events'], 2)} | {fnum(e['peak_rss_mib'], 1)} | {'; '.join(notes)} |")
+        r = ratios[wl]
+        parts = [f"relay/decoder-alone **{fnum(r['relay_over_decoder'], 2)}**",
+                 f"relay/pg_recvlogical **{fnum(r['relay_over_recvlogical'], 2)}**"]
+        if r.get("relay_over_debezium"):
+            parts.append(f"relay/Debezium **{fnum(r['relay_over_debezium'], 1)}** "
+                         f"(vs its first-to-last rate {fnum(r.get('relay_over_debezium_steady'), 1)}), "
+                         f"CPU per event relay/Debezium **{fnum(r.get('relay_cpu_over_debezium_cpu'), 3)}**")
+        md.append("\nRatios (events/s): " + "; ".join(parts) + "\n")
+    if latency:
+        md.append(f"\n**Latency** at {fnum(latency.get('rate'))} events/s for {fnum(latency.get('seconds'))} s "
+                  f"(achieved {fnum(latency.get('achieved'))}/s, {fnum(latency.get('events'))} events), "
+                  f"commit time to consumption: p50 {latency.get('p50_ms')} ms, p99 {latency.get('p99_ms')} ms, "
+                  f"max {latency.get('max_ms')} ms; relay CPU {latency.get('cpu_s')} s, peak RSS "
+                  f"{fnum((latency.get('rss_kb') or 0) / 1024 if isinstance(latency.get('rss_kb'), float) else None, 1)} MiB." +
+                  (f" Relay's own commit-to-ack histogram (/metrics): p50 <= {latency['ack_histogram_p50_ms_le']:g} ms, "
+                   f"p99 <= {latency['ack_histogram_p99_ms_le']:g} ms (bucket bounds)." if "ack_histogram_p99_ms_le" in latency else "") + "\n")
+    if micro:
+        md.append("\n**Micro-benchmark** (decode + map per event, bench_decode_map): " +
+                  "; ".join(f"{m['name']}: {m['ns_per_event']:.1f} ns/event, {m['allocs_per_event']} allocations/event" for m in micro) + "\n")
+    md.append("\n**Targets**\n")
+    md.append("| workload | target | value | bound | met |")
+    md.append("|---|---|---:|---|---|")
+    for t in targets:
+        v = t["value"]
+        md.append(f"| {t['workload']} | {t['target']} | {fnum(v, 2) if isinstance(v, float) else '-'} | {t['bound']} | "
+                  f"{'yes' if t['met'] else ('no' if t['met'] is False else '-')} |")
+    text = "\n".join(md) + "\n"
+
+    os.makedirs(a.out_dir, exist_ok=True)
+    base = "quick" if a.quick else "latest"
+    with open(os.path.join(a.out_dir, base + ".md"), "w") as fh:
+        fh.write(text)
+    with open(os.path.join(a.out_dir, base + ".json"), "w") as fh:
+        json.dump(doc, fh, indent=2)
+    if not a.quick:
+        with open(os.path.join(a.out_dir, a.run_id + ".json"), "w") as fh:
+            json.dump(doc, fh, indent=2)
+    sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
