@@ -174,12 +174,15 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     d.ok = msg->err == RD_KAFKA_RESP_ERR_NO_ERROR;
     d.failure = classify(msg->err);
     d.size_error = is_size_error(msg->err);
+    d.batch_error = d.size_error || msg->err == RD_KAFKA_RESP_ERR_INVALID_RECORD ||
+                    msg->err == RD_KAFKA_RESP_ERR_INVALID_MSG;
     d.partition = msg->partition;
     d.offset = msg->offset;
     d.topic = rd_kafka_topic_name(msg->rkt);
     if (!d.ok) {
       d.error_name = rd_kafka_err2name(msg->err);
-      d.error = std::string(d.error_name) + ": " + rd_kafka_message_errstr(msg);
+      // Not rd_kafka_message_errstr(): for a failed produce it returns the payload itself.
+      d.error = std::string(d.error_name) + ": " + rd_kafka_err2str(msg->err);
       d.key = msg->key ? std::optional<std::string_view>(
                              std::string_view(static_cast<const char*>(msg->key), msg->key_len))
                        : std::nullopt;

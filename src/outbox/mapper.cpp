@@ -138,7 +138,9 @@ MapResult Mapper::map_insert(const pgoutput::Insert& insert) {
                               " was never announced by a Relation message",
                     .id = {},
                     .payload = {},
-                    .aggregateid = {}};
+                    .aggregateid = {},
+                    .type = {},
+                    .topic = {}};
   }
   const CachedRelation& relation = found->second;
   const TupleData& tuple = insert.new_tuple;
@@ -151,7 +153,9 @@ MapResult Mapper::map_insert(const pgoutput::Insert& insert) {
                               std::to_string(relation.column_count) + " (protocol violation)",
                     .id = {},
                     .payload = {},
-                    .aggregateid = {}};
+                    .aggregateid = {},
+                    .type = {},
+                    .topic = {}};
   }
   if (!relation.is_outbox) return NotOutbox{.table = relation.qualified_name};
 
@@ -162,13 +166,27 @@ MapResult Mapper::map_insert(const pgoutput::Insert& insert) {
     }
     return tuple[static_cast<std::size_t>(index)].data;
   };
+  // The topic the row was meant for, when every referenced column has a text value.
+  const auto intended_topic = [&]() {
+    std::vector<std::string_view> values;
+    for (int index : relation.topic_columns) {
+      auto v = raw_text(index);
+      if (!v) return std::string();
+      values.push_back(*v);
+    }
+    std::string topic;
+    topic_.render(values, topic);
+    return topic;
+  };
   const auto error = [&](std::string_view column, std::string_view reason) {
     return MapError{.table = relation.qualified_name,
                     .column = std::string(column),
                     .reason = std::string(reason),
                     .id = std::string(event.id),
                     .payload = raw_text(relation.payload),
-                    .aggregateid = raw_text(relation.aggregateid)};
+                    .aggregateid = raw_text(relation.aggregateid),
+                    .type = raw_text(relation.type),
+                    .topic = intended_topic()};
   };
 
   if (const auto reason = read_required(tuple, relation.id, event.id); !reason.empty()) {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -68,6 +69,11 @@ enum class Handled { kDone, kQueueFull };
 
 // Marks the opaque of a dead-letter record (transaction sequence numbers stay far below).
 constexpr std::uint64_t kDlqFlag = 1ULL << 63;
+// Marks a record sent again alone, to tell a bad record from the good ones rejected with it.
+constexpr std::uint64_t kIsolatedFlag = 1ULL << 62;
+
+// Frames handled between two turns of the io_context.
+constexpr std::size_t kYieldFrames = 256;
 
 }  // namespace
 
@@ -149,6 +155,7 @@ class Relay::Impl {
           "again on the next start",
           config_.slot, tracker_.inflight_events(), tracker_.confirmable().to_string());
     }
+    isolation_producer_.reset();
     producer_.reset();
     if (fatal_) {
       log_->error("event=fatal slot={} exit_code={} confirmed={} error={}", config_.slot,
@@ -317,6 +324,7 @@ class Relay::Impl {
   }
 
   awaitable<void> stream() {
+    std::size_t burst = 0;  // frames handled since the last wait on the socket
     for (;;) {
       if (stopping_ || fatal_) co_return;
       if (backpressured()) {
@@ -330,12 +338,18 @@ class Relay::Impl {
       }
       std::optional<std::span<const std::byte>> frame = conn_->try_read();
       if (!frame) {
+        burst = 0;
         try {
           co_await conn_->wait_readable();
         } catch (const boost::system::system_error& e) {
           if (e.code() != asio::error::operation_aborted || !(stopping_ || fatal_)) throw;
         }
         continue;
+      }
+      if (++burst % kYieldFrames == 0) {
+        // A stream that never runs dry must not starve delivery reports and status updates.
+        // The frame stays valid: nothing reads the connection meanwhile.
+        co_await asio::post(io_.get_executor(), use_awaitable);
       }
       while (handle_frame(*frame) == Handled::kQueueFull) {
         // librdkafka's queue is full: wait for delivery reports to make room, then retry.
@@ -345,9 +359,21 @@ class Relay::Impl {
     }
   }
 
-  bool backpressured() const {
-    return tracker_.inflight_events() >= config_.max_inflight_events ||
-           tracker_.inflight_bytes() >= config_.max_inflight_bytes;
+  // Hysteresis: reading stops at the bounds and resumes only once half of them is free, so the
+  // reader drains the socket in long bursts instead of waking for every acknowledgement.
+  bool backpressured() {
+    if (!paused_) {
+      paused_ = tracker_.inflight_events() >= config_.max_inflight_events ||
+                tracker_.inflight_bytes() >= config_.max_inflight_bytes;
+    } else {
+      paused_ = !below_low_watermark();
+    }
+    return paused_;
+  }
+
+  bool below_low_watermark() const {
+    return tracker_.inflight_events() <= config_.max_inflight_events / 2 &&
+           tracker_.inflight_bytes() <= config_.max_inflight_bytes / 2;
   }
 
   Handled handle_frame(std::span<const std::byte> frame) {
@@ -418,7 +444,7 @@ class Relay::Impl {
     if (auto* err = std::get_if<outbox::MapError>(&mapped)) {
       std::string reason = "column " + err->column + " " + err->reason;
       if (err->column.empty()) reason = err->reason;
-      Poison p{err->id,    err->aggregateid, err->payload,    std::nullopt, "",
+      Poison p{err->id,    err->aggregateid, err->payload,    err->type, err->topic,
                err->table, reason,           "MAPPING_ERROR", false};
       return poison_in_stream(p);
     }
@@ -482,8 +508,7 @@ class Relay::Impl {
     ++metrics_.delivery_errors[p.reason_code];
     if (config_.on_error == OnError::kFail) {
       throw FatalError({kExitPoisonEvent, "cannot relay " + describe(p, commit_lsn_) + "; slot " +
-                                              config_.slot + " stays at " +
-                                              tracker_.confirmable().to_string()});
+                                              config_.slot + " is not confirmed past it"});
     }
     switch (dead_letter(p, *txn_, commit_lsn_)) {
       case kafka::ProduceStatus::kQueued:
@@ -531,7 +556,8 @@ class Relay::Impl {
 
   void on_delivery(const kafka::Delivery& d) {
     const bool dlq_record = (d.opaque & kDlqFlag) != 0;
-    const AckTracker::TxnSeq txn = d.opaque & ~kDlqFlag;
+    const bool isolated = (d.opaque & kIsolatedFlag) != 0;
+    const AckTracker::TxnSeq txn = d.opaque & ~(kDlqFlag | kIsolatedFlag);
     if (d.ok) {
       if (auto t = tracker_.commit_time_ms_of(txn); t > 0) {
         metrics_.commit_to_ack_seconds.observe(static_cast<double>(now_unix_ms() - t) / 1000.0);
@@ -547,6 +573,10 @@ class Relay::Impl {
       // librdkafka retries transient failures by itself, without a deadline; what arrives here
       // is final for this record. Unless dead-lettered, it is never acknowledged, so nothing at
       // or after it is confirmed.
+      if (!dlq_record && !isolated && d.batch_error && isolate(d, txn)) {
+        if (waiting_) wake_.cancel();
+        return;
+      }
       ++metrics_.delivery_errors[std::string(d.error_name)];
       Lsn lsn = tracker_.commit_lsn_of(txn).value_or(Lsn{});
       Poison p{d.id_header, d.key,
@@ -555,10 +585,9 @@ class Relay::Impl {
                d.error,     std::string(d.error_name),
                d.size_error};
       if (dlq_record || config_.on_error == OnError::kFail) {
-        fail(
-            {kExitPoisonEvent, std::string(dlq_record ? "dead-letter record of " : "delivery of ") +
-                                   describe(p, lsn) + "; slot " + config_.slot + " stays at " +
-                                   tracker_.confirmable().to_string()});
+        fail({kExitPoisonEvent,
+              std::string(dlq_record ? "dead-letter record of " : "delivery of ") +
+                  describe(p, lsn) + "; slot " + config_.slot + " is not confirmed past it"});
       } else if (dead_letter(p, txn, lsn) != kafka::ProduceStatus::kQueued) {
         fail({kExitPoisonEvent, "cannot dead-letter " + describe(p, lsn) + " to topic " +
                                     config_.dlq_topic + " (producer queue full or rejected)"});
@@ -567,7 +596,39 @@ class Relay::Impl {
         tracker_.resize_event(txn, d.bytes, dlq_bytes(p));
       }
     }
-    if (waiting_) wake_.cancel();
+    if (waiting_ && (!paused_ || stopping_ || fatal_ || below_low_watermark())) wake_.cancel();
+  }
+
+  // The broker rejected a batch (invalid record, too large) and librdkafka failed every record
+  // in it. Sends this record again in a batch of its own, through a producer that batches
+  // nothing, so that only the bad record is treated as poison. A good record of such a batch
+  // arrives late: after records of its partition produced after the rejected batch.
+  bool isolate(const kafka::Delivery& d, AckTracker::TxnSeq txn) {
+    if (!isolation_producer_) {
+      kafka::ProducerConfig single = config_.producer;
+      single.properties.emplace_back("batch.num.messages", "1");
+      single.properties.emplace_back("linger.ms", "0");
+      isolation_producer_ = std::make_unique<kafka::Producer>(
+          io_.get_executor(), single, [this](const kafka::Delivery& r) { on_delivery(r); },
+          [this](const std::string& m) {
+            fail({kExitError, "Kafka producer fatal error: " + m});
+          });
+    }
+    std::array<kafka::Header, 2> h;
+    std::size_t n = 0;
+    h[n++] = {"id", d.id_header};
+    if (d.type_header) h[n++] = {"type", *d.type_header};
+    kafka::Record rec{d.topic, d.key, d.value, std::span<const kafka::Header>(h.data(), n),
+                      tracker_.commit_time_ms_of(txn)};
+    kafka::ProduceResult r = isolation_producer_->produce(rec, txn | kIsolatedFlag);
+    if (r.status != kafka::ProduceStatus::kQueued) return false;
+    log_->info("event=isolating slot={} id={} topic={} error={}", config_.slot, d.id_header,
+               d.topic, quoted(d.error));
+    return true;
+  }
+
+  std::size_t producers_queued() const {
+    return producer_->queued() + (isolation_producer_ ? isolation_producer_->queued() : 0);
   }
 
   static std::int64_t now_unix_ms() {
@@ -607,7 +668,7 @@ class Relay::Impl {
   // acknowledged, end the copy, close.
   awaitable<void> finish() {
     auto deadline = Clock::now() + config_.shutdown_timeout;
-    while (producer_->queued() > 0 && Clock::now() < deadline) {
+    while (producers_queued() > 0 && Clock::now() < deadline) {
       co_await wait_for_change(deadline);
     }
     send_status();
@@ -626,6 +687,7 @@ class Relay::Impl {
   std::shared_ptr<spdlog::logger> log_;
   outbox::Mapper mapper_;
   std::unique_ptr<kafka::Producer> producer_;
+  std::unique_ptr<kafka::Producer> isolation_producer_;  // created on the first rejected batch
   std::unique_ptr<pg::ReplicationConnection> conn_;
   AckTracker tracker_;
   asio::steady_timer wake_;
@@ -633,6 +695,7 @@ class Relay::Impl {
   asio::steady_timer backoff_timer_;
   std::mt19937_64 rng_;
   bool waiting_ = false;
+  bool paused_ = false;  // backpressure: stopped reading until in-flight falls to half the bounds
   bool stopping_ = false;
   bool had_slot_ = false;
   std::optional<Fatal> fatal_;

@@ -137,7 +137,7 @@ void KafkaReader::poll_once(std::chrono::milliseconds timeout) {
     if (message->key != nullptr) {
       record.key.emplace(static_cast<const char*>(message->key), message->key_len);
     }
-    if (message->payload != nullptr) {
+    if (message->payload != nullptr && keep_values_) {
       record.value.assign(static_cast<const char*>(message->payload), message->len);
     }
     rd_kafka_timestamp_type_t type = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;

@@ -48,7 +48,10 @@ struct Delivery {
   std::size_t bytes = 0;     // key size + value size of the record
   bool ok = true;
   Failure failure = Failure::kNone;
-  bool size_error = false;      // the record is too large for the broker or the client
+  bool size_error = false;  // the record is too large for the broker or the client
+  // The broker rejects a whole batch for this kind of error (invalid record, too large): the
+  // record may be an innocent neighbour of the bad one.
+  bool batch_error = false;
   std::string_view error_name;  // librdkafka's error name when !ok, e.g. MSG_SIZE_TOO_LARGE
   std::string error;            // error name and text when !ok
   std::string_view topic;

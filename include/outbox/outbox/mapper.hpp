@@ -51,6 +51,8 @@ struct MapError {
   // Views into the Insert: valid as long as the Event views would be.
   std::optional<std::string_view> payload;
   std::optional<std::string_view> aggregateid;
+  std::optional<std::string_view> type;
+  std::string topic;  // the topic the template renders for the row, empty when it cannot
 };
 
 // The insert was for a table other than the outbox (possible with a user-made publication).

@@ -48,6 +48,9 @@ class KafkaReader {
   std::optional<std::int32_t> partition_count(const std::string& topic) const;
   // Consumer errors other than "topic not there yet", for failure messages.
   const std::vector<std::string>& errors() const { return errors_; }
+  // With false, records keep everything but their value (empty): for reading a million records
+  // whose values the test does not look at.
+  void set_keep_values(bool keep) { keep_values_ = keep; }
 
  private:
   struct Deleter {
@@ -62,6 +65,7 @@ class KafkaReader {
   std::chrono::steady_clock::time_point next_metadata_;
   std::vector<Record> records_;
   std::vector<std::string> errors_;
+  bool keep_values_ = true;
 };
 
 }  // namespace outbox_test

@@ -1,0 +1,483 @@
+#include "fault_fixture.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <tuple>
+
+namespace outbox_test::fault {
+
+double workload_scale() {
+  const char* text = std::getenv("OUTBOX_FAULT_SCALE");
+  if (text == nullptr || *text == '\0') return 1.0;
+  const double scale = std::atof(text);
+  return scale > 0 ? std::min(scale, 1.0) : 1.0;
+}
+
+int scaled(int n, int minimum) {
+  return std::max(minimum, static_cast<int>(std::lround(n * workload_scale())));
+}
+
+// ---- services --------------------------------------------------------------------------------
+
+pid_t kafka_pid() {
+  const char* file = std::getenv("OUTBOX_KAFKA_PID_FILE");
+  if (file == nullptr) return -1;
+  std::ifstream in(file);
+  pid_t pid = -1;
+  if (!(in >> pid) || pid <= 0 || ::kill(pid, 0) != 0) return -1;
+  return pid;
+}
+
+namespace {
+
+std::string shell_quote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+int run_shell(const std::string& command, const std::string& log_path) {
+  std::filesystem::create_directories(std::filesystem::path(log_path).parent_path());
+  const int status =
+      std::system((command + " >>" + shell_quote(log_path) + " 2>&1 </dev/null").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+}  // namespace
+
+int run_script(const std::string& name, const std::string& log_path) {
+  return run_shell(shell_quote(std::string(OUTBOX_SOURCE_DIR) + "/scripts/" + name), log_path);
+}
+
+bool kafka_up(const std::string& log_path) {
+  if (pid_t pid = kafka_pid(); pid > 0) ::kill(pid, SIGCONT);
+  return run_script("kafka-up.sh", log_path) == 0;
+}
+
+bool pg_up(const std::string& log_path) { return run_script("pg-up.sh", log_path) == 0; }
+
+bool pg_restart(const std::string& mode, const std::string& log_path) {
+  const std::string pg_ctl = require_env("OUTBOX_PG_BIN") + "/pg_ctl -D " +
+                             require_env("OUTBOX_PG_DATA") + " -m " + mode + " restart -w -t 60";
+  // pg_ctl keeps the server's output on its stdout: send it to the server's own log instead.
+  return run_shell("su postgres -c " + shell_quote(pg_ctl + " >/dev/null"), log_path) == 0;
+}
+
+BrokerPause::BrokerPause() {
+  const pid_t pid = kafka_pid();
+  if (pid > 0 && ::kill(pid, SIGSTOP) == 0) pid_ = pid;
+}
+
+void BrokerPause::resume() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
+  pid_ = -1;
+}
+
+std::int64_t vm_hwm_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6);
+  }
+  return -1;
+}
+
+std::size_t count_in_file(const std::string& path, const std::string& needle) {
+  const std::string text = read_file(path);
+  std::size_t count = 0;
+  for (auto pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+// ---- workload --------------------------------------------------------------------------------
+
+std::vector<TxnPlan> plan_mixed(int events, int max_size, double rollback_share,
+                                std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> log_size(0.0, std::log(static_cast<double>(max_size)));
+  std::uniform_real_distribution<double> coin(0.0, 1.0);
+  std::vector<TxnPlan> plan;
+  std::int64_t seq = 1;
+  int committed = 0;
+  bool first = true;
+  while (committed < events) {
+    // The first transaction is the largest, so the sizes surely span 1 .. max_size.
+    int size = first ? max_size : static_cast<int>(std::lround(std::exp(log_size(rng))));
+    size = std::clamp(size, 1, events - committed);
+    first = false;
+    if (coin(rng) < rollback_share) {
+      plan.push_back({seq, std::max(1, size / 2), true});
+      seq += plan.back().size;
+    }
+    plan.push_back({seq, size, false});
+    seq += size;
+    committed += size;
+  }
+  return plan;
+}
+
+std::vector<TxnPlan> plan_uniform(int transactions, int size, std::int64_t first_seq) {
+  std::vector<TxnPlan> plan;
+  for (int t = 0; t < transactions; ++t) plan.push_back({first_seq + std::int64_t{t} * size, size});
+  return plan;
+}
+
+Workload::Workload(std::string conninfo, std::string table, std::string aggregatetype,
+                   int aggregates, std::vector<TxnPlan> plan, std::chrono::milliseconds duration)
+    : conninfo_(std::move(conninfo)),
+      table_(std::move(table)),
+      aggregatetype_(std::move(aggregatetype)),
+      aggregates_(aggregates),
+      plan_(std::move(plan)),
+      duration_(duration) {}
+
+Workload::~Workload() {
+  if (thread_.joinable()) {
+    thread_.request_stop();
+    thread_.join();
+  }
+}
+
+void Workload::start() {
+  thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
+}
+
+void Workload::join() {
+  if (thread_.joinable()) thread_.join();
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Workload::wait_committed(std::int64_t events, std::chrono::milliseconds timeout) {
+  return wait_until([&] { return done_ || committed_events_ >= events; }, timeout, 10ms);
+}
+
+std::vector<CommittedTxn> Workload::commits() const {
+  std::lock_guard lock(mutex_);
+  return commits_;
+}
+
+std::string Workload::insert_sql(const std::string& table, const std::string& aggregatetype,
+                                 int aggregates, std::int64_t first_seq, int size, bool ghost) {
+  return "INSERT INTO " + table + " (aggregatetype, aggregateid, type, payload, seq) SELECT '" +
+         aggregatetype + "', 'agg-' || (g % " + std::to_string(aggregates) +
+         "), 'Event' || (g % 4), " +
+         (ghost ? "jsonb_build_object('seq', g, 'ghost', true)" : "jsonb_build_object('seq', g)") +
+         ", g FROM generate_series(" + std::to_string(first_seq) + "::bigint, " +
+         std::to_string(first_seq + size - 1) + "::bigint) AS g ORDER BY g";
+}
+
+void Workload::run(std::stop_token stop) {
+  try {
+    std::unique_ptr<PgClient> pg;
+    std::int64_t total = 0;
+    for (const auto& txn : plan_) total += txn.size;
+    std::int64_t planned = 0;
+    const auto started = Clock::now();
+    for (const auto& txn : plan_) {
+      if (stop.stop_requested()) break;
+      // Pacing (a load shape, not a wait): event k is committed about k/total into duration_.
+      std::this_thread::sleep_until(started +
+                                    duration_ * planned / std::max<std::int64_t>(total, 1));
+      planned += txn.size;
+      if (!pg) {
+        // PostgreSQL may be restarting: keep trying for a while, then give up loudly.
+        const bool connected = wait_until(
+            [&] {
+              try {
+                pg = std::make_unique<PgClient>(conninfo_);
+                return true;
+              } catch (const std::exception&) {
+                return false;
+              }
+            },
+            120s, 100ms);
+        if (!connected) throw std::runtime_error("workload: PostgreSQL unreachable for 120 s");
+      }
+      try {
+        pg->exec("BEGIN; " + insert_sql(table_, aggregatetype_, aggregates_, txn.first_seq,
+                                        txn.size, txn.rollback));
+        const Lsn before = parse_lsn(*pg->scalar("SELECT pg_current_wal_insert_lsn()::text"));
+        pg->exec(txn.rollback ? "ROLLBACK" : "COMMIT");
+        if (!txn.rollback) {
+          std::lock_guard lock(mutex_);
+          commits_.push_back({txn.first_seq, txn.size, before, Clock::now()});
+          committed_events_ += txn.size;
+        }
+      } catch (const std::exception&) {
+        // Connection lost (restart): whether a COMMIT in flight took effect is read back from
+        // the table at the end.
+        ++failed_transactions_;
+        pg.reset();
+      }
+    }
+  } catch (...) {
+    error_ = std::current_exception();
+  }
+  done_ = true;
+}
+
+// ---- checks ----------------------------------------------------------------------------------
+
+void Problems::add(const std::string& text) {
+  if (texts_.size() < 20) texts_.push_back(text);
+  ++count_;
+}
+
+std::string Problems::describe() const {
+  std::string out = std::to_string(count_) + " problem(s), first ones:\n";
+  for (const auto& text : texts_) out += "  " + text + "\n";
+  return out;
+}
+
+std::string describe(const Record& record) {
+  std::ostringstream out;
+  out << record.topic << "/" << record.partition << "@" << record.offset
+      << " key=" << record.key.value_or("(null)") << " value=" << record.value.substr(0, 120)
+      << (record.value.size() > 120 ? "..." : "");
+  for (const auto& [name, value] : record.headers) out << " " << name << "=" << value;
+  return out.str();
+}
+
+bool DistinctIds::operator()(const std::vector<Record>& records) {
+  for (; seen_records_ < records.size(); ++seen_records_) {
+    auto it = records[seen_records_].headers.find("id");
+    if (it != records[seen_records_].headers.end()) ++ids_[it->second];
+  }
+  return ids_.size() >= target_;
+}
+
+DeliveryCheck check_deliveries(const std::vector<Record>& records,
+                               const std::unordered_map<std::string, CommittedRow>& rows) {
+  DeliveryCheck check;
+  check.records = records.size();
+  std::vector<const Record*> sorted;
+  sorted.reserve(records.size());
+  for (const auto& record : records) sorted.push_back(&record);
+  std::sort(sorted.begin(), sorted.end(), [](const Record* a, const Record* b) {
+    return std::tie(a->topic, a->partition, a->offset) <
+           std::tie(b->topic, b->partition, b->offset);
+  });
+  std::unordered_map<std::string, const Record*> first_delivery;
+  std::unordered_map<std::string, std::int64_t> last_first_seq;
+  for (const Record* record : sorted) {
+    auto id = record->headers.find("id");
+    auto row = id == record->headers.end() ? rows.end() : rows.find(id->second);
+    if (row == rows.end()) {
+      ++check.ghosts;
+      check.problems.add("not a committed event (rolled back or unknown): " + describe(*record));
+      continue;
+    }
+    auto [original, first] = first_delivery.emplace(id->second, record);
+    if (!first) {
+      ++check.duplicates;
+      const Record& copy = *original->second;
+      if (copy.value != record->value || copy.key != record->key || copy.topic != record->topic ||
+          copy.headers != record->headers || copy.timestamp_ms != record->timestamp_ms) {
+        check.problems.add("duplicate differs from its original " + describe(copy) + ": " +
+                           describe(*record));
+      }
+      continue;
+    }
+    if (record->key != row->second.aggregateid) {
+      check.problems.add("key is not the aggregate id " + row->second.aggregateid + ": " +
+                         describe(*record));
+    }
+    auto last = last_first_seq.find(row->second.aggregateid);
+    if (last != last_first_seq.end() && last->second >= row->second.seq) {
+      check.problems.add("first deliveries of " + row->second.aggregateid +
+                         " not in commit order: seq " + std::to_string(row->second.seq) +
+                         " after " + std::to_string(last->second) + ": " + describe(*record));
+    }
+    last_first_seq[row->second.aggregateid] = row->second.seq;
+  }
+  check.distinct = first_delivery.size();
+  for (const auto& [id, row] : rows) {
+    if (first_delivery.count(id) == 0) {
+      ++check.missing;
+      check.problems.add("committed event seq " + std::to_string(row.seq) + " id " + id +
+                         " not in Kafka");
+    }
+  }
+  return check;
+}
+
+// ---- fixture ---------------------------------------------------------------------------------
+
+void FaultTest::SetUp() {
+  try {
+    conninfo_ = require_env("OUTBOX_PG");
+    brokers_ = require_env("OUTBOX_BROKERS");
+    relay_bin_ = require_env("OUTBOX_RELAY_BIN");
+  } catch (const std::exception& e) {
+    GTEST_FAIL() << e.what();
+  }
+  ASSERT_TRUE(std::filesystem::is_regular_file(relay_bin_))
+      << "OUTBOX_RELAY_BIN=" << relay_bin_ << " is not a file";
+  suffix_ = unique_suffix();
+  table_ = "outbox_ft_" + suffix_;
+  slot_ = "ft_" + suffix_;
+  publication_ = "ft_" + suffix_;
+  aggregatetype_ = "Fault" + suffix_;
+  topic_ = "outbox.event." + aggregatetype_;
+  ASSERT_NO_THROW(pg_ = std::make_unique<PgClient>(conninfo_));
+}
+
+void FaultTest::TearDown() {
+  for (auto& workload : workloads_) {
+    try {
+      workload->join();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "workload: " << e.what();
+    }
+  }
+  for (auto& relay : relays_) {
+    ::kill(relay->pid(), SIGCONT);  // a test may have left one stopped
+    if (relay->is_running() && !relay->terminate(15s)) relay->kill9();
+  }
+  if (HasFailure()) {
+    for (auto& relay : relays_) {
+      std::cerr << "---- relay log " << relay->log_path() << " (last lines) ----\n"
+                << tail_file(relay->log_path(), 40);
+    }
+  }
+  // The connection may date from before a PostgreSQL restart.
+  if (!reconnect_pg(60s)) {
+    ADD_FAILURE() << "cleanup: PostgreSQL unreachable; slot " << slot_ << " left behind";
+    return;
+  }
+  // The slot only after the relays are gone: an abandoned slot would hold WAL forever.
+  try {
+    pg_->drop_slot_if_exists(slot_);
+    pg_->exec("DROP PUBLICATION IF EXISTS " + publication_);
+    pg_->exec("DROP TABLE IF EXISTS " + qualified_table());
+    for (const auto& table : extra_tables_) pg_->exec("DROP TABLE IF EXISTS " + table);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "cleanup: " << e.what();
+  }
+}
+
+void FaultTest::create_outbox_table() {
+  pg_->exec("CREATE TABLE " + qualified_table() +
+            " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,"
+            " aggregateid text NOT NULL, type text NOT NULL, payload jsonb NOT NULL,"
+            " seq bigint NOT NULL)");
+}
+
+std::vector<std::string> FaultTest::relay_args() const {
+  return {"--pg",
+          conninfo_,
+          "--brokers",
+          brokers_,
+          "--slot",
+          slot_,
+          "--publication",
+          publication_,
+          "--table",
+          qualified_table(),
+          "--status-interval",
+          status_interval_,
+          "--metrics-addr",
+          "off"};
+}
+
+std::string FaultTest::log_path(const std::string& what) const {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string(info->test_suite_name()) + "." + info->name();
+  std::replace(name.begin(), name.end(), '/', '_');
+  return std::string(OUTBOX_TEST_LOG_DIR) + "/" + name + "_" + suffix_ + "_" + what + ".log";
+}
+
+RelayProcess& FaultTest::start_relay(std::vector<std::string> extra_args) {
+  auto args = relay_args();
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  relays_.push_back(std::make_unique<RelayProcess>(
+      relay_bin_, args, log_path("relay" + std::to_string(relays_.size() + 1))));
+  return *relays_.back();
+}
+
+void FaultTest::wait_until_streaming(RelayProcess& relay, std::chrono::milliseconds timeout) {
+  const bool ready = wait_until(
+      [&] {
+        return !relay.is_running() ||
+               (pg_->slot_confirmed_flush(slot_).has_value() && pg_->slot_active(slot_));
+      },
+      timeout, 50ms);
+  ASSERT_TRUE(relay.is_running()) << "relay exited early with code "
+                                  << relay.wait_exit(0ms).value_or(-1) << "\n"
+                                  << tail_file(relay.log_path(), 20);
+  ASSERT_TRUE(ready) << "slot " << slot_ << " not created and streaming within " << timeout.count()
+                     << " ms";
+}
+
+bool FaultTest::expect_confirmed_reaches(Lsn lsn, std::chrono::milliseconds timeout) {
+  std::optional<Lsn> confirmed;
+  const bool reached = wait_until(
+      [&] {
+        confirmed = pg_->slot_confirmed_flush(slot_);
+        return confirmed && *confirmed >= lsn;
+      },
+      timeout, 100ms);
+  EXPECT_TRUE(reached) << "slot " << slot_ << " confirmed_flush_lsn "
+                       << (confirmed ? format_lsn(*confirmed) : "(none)") << " did not reach "
+                       << format_lsn(lsn) << " within " << timeout.count() << " ms";
+  return reached;
+}
+
+std::unordered_map<std::string, CommittedRow> FaultTest::committed_rows() {
+  std::unordered_map<std::string, CommittedRow> rows;
+  for (auto& row : pg_->query("SELECT id::text, seq, aggregateid FROM " + qualified_table())) {
+    rows.emplace(*row[0], CommittedRow{std::stoll(*row[1]), *row[2]});
+  }
+  return rows;
+}
+
+bool FaultTest::reconnect_pg(std::chrono::milliseconds timeout) {
+  return wait_until(
+      [&] {
+        try {
+          auto fresh = std::make_unique<PgClient>(conninfo_);
+          fresh->exec("SELECT 1");
+          pg_ = std::move(fresh);
+          return true;
+        } catch (const std::exception&) {
+          return false;
+        }
+      },
+      timeout, 200ms);
+}
+
+void FaultTest::figure(const std::string& name, const std::string& value) {
+  std::cout << "FIGURE " << name << " = " << value << std::endl;
+  RecordProperty(name, value);
+}
+
+void FaultTest::figure(const std::string& name, std::int64_t value) {
+  figure(name, std::to_string(value));
+}
+
+Workload& FaultTest::start_workload(std::vector<TxnPlan> plan, std::chrono::milliseconds duration,
+                                    int aggregates) {
+  workloads_.push_back(std::make_unique<Workload>(conninfo_, qualified_table(), aggregatetype_,
+                                                  aggregates, std::move(plan), duration));
+  workloads_.back()->start();
+  return *workloads_.back();
+}
+
+}  // namespace outbox_test::fault

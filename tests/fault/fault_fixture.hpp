@@ -1,0 +1,224 @@
+// Shared pieces of the fault tests: a fixture that owns one outbox table, slot, publication and
+// topic per test (unique names) and cleans them up; control of the shared Kafka and PostgreSQL
+// processes with scope guards that always bring them back; a paced workload generator that keeps
+// committing while things are killed; and the checks a user makes on what reached Kafka.
+// Thread-safety: a fixture is used by its test's thread; a Workload runs its own thread and
+// exposes only atomics and a mutex-guarded log of commits.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "outbox_test/kafka_reader.hpp"
+#include "outbox_test/pg_client.hpp"
+#include "outbox_test/relay_process.hpp"
+#include "outbox_test/support.hpp"
+
+namespace outbox_test::fault {
+
+using namespace std::chrono_literals;
+
+// OUTBOX_FAULT_SCALE (default 1) scales workload sizes down for local runs; CI runs the full
+// sizes. scaled(n) is at least `minimum`.
+double workload_scale();
+int scaled(int n, int minimum = 1);
+
+// ---- the shared services ---------------------------------------------------------------------
+
+// Pid of the Kafka broker from OUTBOX_KAFKA_PID_FILE (re-read every call: kafka-up.sh rewrites
+// it after a restart); -1 when there is none or it is not running.
+pid_t kafka_pid();
+// Runs scripts/<name> of the source tree; returns its exit status. Output goes to `log_path`.
+int run_script(const std::string& name, const std::string& log_path);
+// Brings Kafka back (kafka-up.sh is idempotent); waits until it answers. Returns success.
+bool kafka_up(const std::string& log_path);
+// Restarts the PostgreSQL cluster with `pg_ctl -m <mode> restart -w` as user postgres.
+bool pg_restart(const std::string& mode, const std::string& log_path);
+bool pg_up(const std::string& log_path);
+
+// The broker process SIGSTOPped for the lifetime of this object (or until resume()). A hung
+// broker: its TCP connections stay open, nothing answers.
+class BrokerPause {
+ public:
+  BrokerPause();
+  ~BrokerPause() { resume(); }
+  BrokerPause(const BrokerPause&) = delete;
+  BrokerPause& operator=(const BrokerPause&) = delete;
+  bool paused() const { return pid_ > 0; }
+  void resume();
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// Peak resident set size (VmHWM) of a process in KiB, or -1.
+std::int64_t vm_hwm_kib(pid_t pid);
+// Occurrences of `needle` in a file.
+std::size_t count_in_file(const std::string& path, const std::string& needle);
+
+// ---- workload --------------------------------------------------------------------------------
+
+struct TxnPlan {
+  std::int64_t first_seq = 0;  // events get seq first_seq .. first_seq + size - 1
+  int size = 0;
+  bool rollback = false;
+};
+
+// `events` committed events in transactions of 1..max_size events (log-uniform, so many small
+// ones and some large ones), plus `rollback_share` of extra transactions rolled back. Seq
+// numbers are consecutive in commit order, so per aggregate, commit order is seq order.
+std::vector<TxnPlan> plan_mixed(int events, int max_size, double rollback_share,
+                                std::uint64_t seed);
+std::vector<TxnPlan> plan_uniform(int transactions, int size, std::int64_t first_seq = 1);
+
+struct CommittedTxn {
+  std::int64_t first_seq;
+  int size;
+  Lsn before_commit;  // WAL insert position after its rows, before COMMIT: <= its commit LSN
+  Clock::time_point committed_at;  // after COMMIT returned
+};
+
+// Commits a plan from its own connection and thread, paced over `duration` (a load shape, not a
+// wait). Survives PostgreSQL restarts: a failed transaction is abandoned (its fate is read back
+// from the table afterwards) and the connection re-established.
+class Workload {
+ public:
+  Workload(std::string conninfo, std::string table, std::string aggregatetype, int aggregates,
+           std::vector<TxnPlan> plan, std::chrono::milliseconds duration);
+  ~Workload();
+  void start();
+  // Waits for the thread; rethrows its error.
+  void join();
+  // Waits until at least `events` events were committed (or the workload ended).
+  bool wait_committed(std::int64_t events, std::chrono::milliseconds timeout);
+  bool done() const { return done_; }
+  std::int64_t committed_events() const { return committed_events_; }
+  int failed_transactions() const { return failed_transactions_; }
+  std::vector<CommittedTxn> commits() const;
+  // SQL that inserts `plan`'s rows (without BEGIN/COMMIT).
+  static std::string insert_sql(const std::string& table, const std::string& aggregatetype,
+                                int aggregates, std::int64_t first_seq, int size, bool ghost);
+
+ private:
+  void run(std::stop_token stop);
+
+  std::string conninfo_;
+  std::string table_;
+  std::string aggregatetype_;
+  int aggregates_;
+  std::vector<TxnPlan> plan_;
+  std::chrono::milliseconds duration_;
+  std::atomic<std::int64_t> committed_events_{0};
+  std::atomic<int> failed_transactions_{0};
+  std::atomic<bool> done_{false};
+  mutable std::mutex mutex_;
+  std::vector<CommittedTxn> commits_;
+  std::exception_ptr error_;
+  std::jthread thread_;
+};
+
+// ---- checks ----------------------------------------------------------------------------------
+
+// Collects mismatches instead of flooding the output with thousands of failed EXPECTs.
+class Problems {
+ public:
+  void add(const std::string& text);
+  std::size_t count() const { return count_; }
+  std::string describe() const;
+
+ private:
+  std::vector<std::string> texts_;
+  std::size_t count_ = 0;
+};
+
+struct CommittedRow {
+  std::int64_t seq = 0;
+  std::string aggregateid;
+};
+
+struct DeliveryCheck {
+  std::size_t records = 0;
+  std::size_t distinct = 0;
+  std::size_t duplicates = 0;
+  std::size_t missing = 0;
+  std::size_t ghosts = 0;
+  Problems problems;
+};
+
+// What a consumer checks: every committed event present, nothing that was not committed (a
+// rolled-back "ghost"), each aggregate's first deliveries in commit (seq) order, duplicates
+// counted (and each a faithful copy of its first delivery).
+DeliveryCheck check_deliveries(const std::vector<Record>& records,
+                               const std::unordered_map<std::string, CommittedRow>& rows);
+
+std::string describe(const Record& record);
+
+// A read_until predicate: true once `target` distinct `id` headers have been read (incremental).
+class DistinctIds {
+ public:
+  explicit DistinctIds(std::size_t target) : target_(target) {}
+  bool operator()(const std::vector<Record>& records);
+  std::size_t count() const { return ids_.size(); }
+
+ private:
+  std::size_t target_;
+  std::size_t seen_records_ = 0;
+  std::unordered_map<std::string, int> ids_;
+};
+
+// ---- fixture ---------------------------------------------------------------------------------
+
+class FaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  std::string qualified_table() const { return "public." + table_; }
+  // id uuid, aggregatetype, aggregateid, type, payload jsonb, seq bigint (ground truth, unmapped).
+  void create_outbox_table();
+  std::vector<std::string> relay_args() const;
+  RelayProcess& start_relay(std::vector<std::string> extra_args = {});
+  std::string log_path(const std::string& what) const;
+  // The relay created the slot and streams from it (or it exited: ASSERT fails).
+  void wait_until_streaming(RelayProcess& relay, std::chrono::milliseconds timeout = 60s);
+  // Waits until the slot's confirmed position reached `lsn`; EXPECT-fails otherwise.
+  bool expect_confirmed_reaches(Lsn lsn, std::chrono::milliseconds timeout);
+  std::unordered_map<std::string, CommittedRow> committed_rows();
+  // A fresh connection (after a PostgreSQL restart), waiting up to `timeout` for the server.
+  bool reconnect_pg(std::chrono::milliseconds timeout = 60s);
+  // Prints a figure and records it in the test's XML properties.
+  void figure(const std::string& name, const std::string& value);
+  void figure(const std::string& name, std::int64_t value);
+  Workload& start_workload(std::vector<TxnPlan> plan, std::chrono::milliseconds duration,
+                           int aggregates = 200);
+
+  std::string conninfo_;
+  std::string brokers_;
+  std::string relay_bin_;
+  std::string suffix_;
+  std::string table_;
+  std::string slot_;
+  std::string publication_;
+  std::string aggregatetype_;
+  std::string topic_;
+  std::string status_interval_ = "1s";     // --status-interval of relay_args()
+  std::vector<std::string> extra_tables_;  // also dropped in TearDown
+  std::unique_ptr<PgClient> pg_;
+  std::vector<std::unique_ptr<RelayProcess>> relays_;
+  std::vector<std::unique_ptr<Workload>> workloads_;
+};
+
+}  // namespace outbox_test::fault

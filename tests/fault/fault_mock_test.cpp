@@ -1,0 +1,349 @@
+// Broker faults a real broker cannot produce on demand, from librdkafka's mock cluster hosted in
+// this test process: Produce requests failing with retriable and with final errors, a broker down
+// and up, a slow network. The REAL relay binary runs against the mock cluster (--brokers <mock
+// bootstrap>) and the REAL PostgreSQL. In each story the slot's confirmed position must not pass
+// a transaction the mock cluster cannot have stored (checked while the fault lasts), retriable
+// faults are ridden out with nothing lost, and a final error ends in exit 3 (fail) or a
+// dead-letter record (dlq).
+
+#include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
+// Must come after rdkafka.h.
+#include <librdkafka/rdkafka_mock.h>
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fault_fixture.hpp"
+
+namespace outbox_test::fault {
+namespace {
+
+constexpr std::int16_t kProduceApiKey = 0;  // ProduceRequest
+constexpr int kBrokers = 3;
+
+std::int64_t ms_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+class MockCluster : public FaultTest {
+ protected:
+  void SetUp() override {
+    FaultTest::SetUp();
+    if (HasFatalFailure()) return;
+    // The mock cluster lives inside a (throwaway) client handle of this process.
+    char errstr[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof errstr);
+    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    ASSERT_NE(rk_, nullptr) << errstr;
+    mcluster_ = rd_kafka_mock_cluster_new(rk_, kBrokers);
+    ASSERT_NE(mcluster_, nullptr);
+    brokers_ = rd_kafka_mock_cluster_bootstraps(mcluster_);
+    dlq_topic_ = "outbox.dlq." + suffix_;
+    ASSERT_EQ(rd_kafka_mock_topic_create(mcluster_, topic_.c_str(), 3, 1),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+    ASSERT_EQ(rd_kafka_mock_topic_create(mcluster_, dlq_topic_.c_str(), 1, 1),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+    // Every partition of the event topic led by broker 1, so "broker 1 down" stops them all.
+    for (int p = 0; p < 3; ++p) rd_kafka_mock_partition_set_leader(mcluster_, topic_.c_str(), p, 1);
+    std::cout << "mock cluster at " << brokers_ << "\n";
+    create_outbox_table();
+  }
+
+  void TearDown() override {
+    if (mcluster_ != nullptr) {
+      // Faults off, so the relays can flush and stop.
+      for (int b = 1; b <= kBrokers; ++b) {
+        rd_kafka_mock_broker_set_up(mcluster_, b);
+        rd_kafka_mock_broker_set_rtt(mcluster_, b, 0);
+      }
+      rd_kafka_mock_clear_request_errors(mcluster_, kProduceApiKey);
+    }
+    FaultTest::TearDown();  // relays stop while the mock cluster still runs
+    if (mcluster_ != nullptr) rd_kafka_mock_cluster_destroy(mcluster_);
+    if (rk_ != nullptr) rd_kafka_destroy(rk_);
+  }
+
+  // Watches the slot while a fault lasts (until `over` holds or `timeout`): transactions that
+  // began after `commits_at_start` commits cannot have been stored by the mock cluster while
+  // nothing is acknowledged, so the confirmed position must stay before the first of them.
+  // Returns false if the slot passed it.
+  bool slot_holds_during(Workload& load, std::size_t commits_at_start, RelayProcess& relay,
+                         const std::function<bool()>& over, std::chrono::milliseconds timeout,
+                         const std::string& what) {
+    std::optional<Lsn> bound;
+    Lsn max_confirmed = 0;
+    wait_until(
+        [&] {
+          if (!bound) {
+            const auto commits = load.commits();
+            if (commits.size() > commits_at_start + 1) {
+              bound = commits[commits_at_start + 1].before_commit;
+            }
+          }
+          if (auto c = pg_->slot_confirmed_flush(slot_))
+            max_confirmed = std::max(max_confirmed, *c);
+          return over() || !relay.is_running();
+        },
+        timeout, 50ms);
+    if (!bound) {
+      ADD_FAILURE() << what << ": no transaction committed while the fault lasted";
+      return false;
+    }
+    figure(what + "_max_confirmed",
+           format_lsn(max_confirmed) + " (bound: commit after " + format_lsn(*bound) + ")");
+    EXPECT_LE(max_confirmed, *bound)
+        << what << ": slot " << slot_ << " confirmed " << format_lsn(max_confirmed)
+        << " while the mock cluster stored nothing, past a transaction committed after the fault "
+           "began (commit after "
+        << format_lsn(*bound) << ")";
+    return max_confirmed <= *bound;
+  }
+
+  // After the fault: everything committed arrives, in per-aggregate order, and is confirmed.
+  void expect_all_delivered(Workload& load, KafkaReader& reader, RelayProcess& relay) {
+    load.join();
+    const Lsn lsn_after_load = pg_->current_wal_lsn();
+    auto rows = committed_rows();
+    DistinctIds all(rows.size());
+    const auto start = Clock::now();
+    ASSERT_TRUE(reader.read_until(std::ref(all), 120s))
+        << all.count() << " of " << rows.size() << " events in the mock cluster within 120 s";
+    figure("ms_until_all_delivered_after_load", ms_since(start));
+    expect_confirmed_reaches(lsn_after_load, 60s);
+    reader.read_for(1s);
+    const auto check = check_deliveries(reader.records(), rows);
+    EXPECT_EQ(check.problems.count(), 0u) << check.problems.describe();
+    figure("events", static_cast<std::int64_t>(rows.size()));
+    figure("duplicates", static_cast<std::int64_t>(check.duplicates));
+    EXPECT_TRUE(relay.is_running());
+  }
+
+  int stacked_errors() {
+    int total = 0;
+    for (int b = 1; b <= kBrokers; ++b) {
+      size_t cnt = 0;
+      rd_kafka_mock_broker_error_stack_cnt(mcluster_, b, kProduceApiKey, &cnt);
+      total += static_cast<int>(cnt);
+    }
+    return total;
+  }
+
+  rd_kafka_t* rk_ = nullptr;
+  rd_kafka_mock_cluster_t* mcluster_ = nullptr;
+  std::string dlq_topic_;
+};
+
+// Produce requests fail with retriable errors for a while (the leader answers each with
+// NOT_ENOUGH_REPLICAS, NOT_LEADER_FOR_PARTITION, UNKNOWN_TOPIC_OR_PART, ...): librdkafka retries,
+// nothing is confirmed while nothing is stored, nothing is lost.
+TEST_F(MockCluster, RetriableProduceErrorsRiddenOut) {
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  KafkaReader reader(brokers_, {topic_});
+  Workload& load = start_workload(plan_uniform(scaled(200, 40), 10), 15s, 50);
+  ASSERT_TRUE(reader.read_until([](const auto& r) { return r.size() >= 10; }, 60s));
+
+  // 40 failing Produce answers in a row from broker 1, each after 100 ms: ~4 s plus backoffs
+  // during which nothing can be stored.
+  const rd_kafka_resp_err_t kinds[] = {
+      RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+      RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE,
+      RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+      // librdkafka refreshes metadata and retries this one:
+      // a Produce answer alone does not make it final.
+      RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART};
+  const std::size_t commits_at_start = load.commits().size();
+  for (int i = 0; i < 40; ++i) {
+    rd_kafka_mock_broker_push_request_error_rtts(mcluster_, 1, kProduceApiKey, 1, kinds[i % 6],
+                                                 100);
+  }
+  const auto start = Clock::now();
+  // The fault lasts while errors remain on the stack (the last answer is still under way).
+  slot_holds_during(
+      load, commits_at_start, relay, [&] { return stacked_errors() == 0; }, 60s,
+      "retriable_errors");
+  figure("retriable_error_window_ms", ms_since(start));
+  EXPECT_EQ(stacked_errors(), 0) << "the pushed errors were not all consumed";
+  expect_all_delivered(load, reader, relay);
+}
+
+// The partition leader goes down for 10 s and comes back.
+TEST_F(MockCluster, BrokerDownAndUp) {
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  KafkaReader reader(brokers_, {topic_});
+  Workload& load = start_workload(plan_uniform(scaled(300, 40), 10), 20s, 50);
+  ASSERT_TRUE(reader.read_until([](const auto& r) { return r.size() >= 10; }, 60s));
+  rd_kafka_mock_broker_set_down(mcluster_, 1);
+  const std::size_t commits_at_start = load.commits().size();
+  const auto down_at = Clock::now();
+  // The outage is the fault's length itself: 10 s of watching.
+  slot_holds_during(
+      load, commits_at_start, relay, [] { return false; }, 10s, "broker_down");
+  rd_kafka_mock_broker_set_up(mcluster_, 1);
+  figure("broker_down_ms", ms_since(down_at));
+  expect_all_delivered(load, reader, relay);
+}
+
+// 400 ms round trips to every broker: slower, nothing else changes.
+TEST_F(MockCluster, HighRtt) {
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  for (int b = 1; b <= kBrokers; ++b) rd_kafka_mock_broker_set_rtt(mcluster_, b, 400);
+  KafkaReader reader(brokers_, {topic_});
+  Workload& load = start_workload(plan_uniform(scaled(200, 40), 10), 10s, 50);
+  expect_all_delivered(load, reader, relay);
+}
+
+// A final Produce error for one event: exit 3 under fail with the slot before it; a
+// dead-letter record under dlq, and the stream goes on.
+struct FinalError {
+  rd_kafka_resp_err_t err;
+  std::string name;
+};
+
+class MockFinalError : public MockCluster, public ::testing::WithParamInterface<FinalError> {
+ protected:
+  std::string row(int seq, const std::string& type) {
+    return "INSERT INTO " + qualified_table() +
+           " (aggregatetype, aggregateid, type, payload, seq) VALUES ('" + aggregatetype_ +
+           "', 'agg-1', '" + type + "', '{\"seq\": " + std::to_string(seq) + "}', " +
+           std::to_string(seq) + ")";
+  }
+  // Event 1 delivered; then the error armed for the next Produce request(s) and event 2
+  // committed alone. Returns the insert position before event 2's COMMIT.
+  Lsn poison(int pushes) {
+    pg_->exec(row(1, "Good"));
+    const Lsn after_first = pg_->current_wal_lsn();
+    EXPECT_TRUE(wait_until(
+        [&] { return pg_->slot_confirmed_flush(slot_).value_or(0) >= after_first; }, 30s));
+    for (int i = 0; i < pushes; ++i) {
+      rd_kafka_mock_broker_push_request_error_rtts(mcluster_, 1, kProduceApiKey, 1, GetParam().err,
+                                                   0);
+    }
+    pg_->exec("BEGIN; " + row(2, "Poison"));
+    const Lsn before = pg_->current_wal_insert_lsn();
+    pg_->exec("COMMIT");
+    return before;
+  }
+};
+
+TEST_P(MockFinalError, FailExits3) {
+  RelayProcess& relay = start_relay({"--on-error", "fail"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  const Lsn before = poison(5);
+  const auto exit_code = relay.wait_exit(60s);
+  ASSERT_TRUE(exit_code.has_value())
+      << "relay still running 60 s after a final " << GetParam().name << " Produce error";
+  EXPECT_EQ(*exit_code, 3);
+  const auto confirmed = pg_->slot_confirmed_flush(slot_).value_or(0);
+  figure("confirmed_vs_poison", format_lsn(confirmed) + " <= " + format_lsn(before));
+  EXPECT_LE(confirmed, before) << "slot passed the undelivered event";
+  const std::string log = read_file(relay.log_path());
+  EXPECT_NE(log.find("exit_code=3"), std::string::npos);
+  EXPECT_NE(log.find(GetParam().name), std::string::npos)
+      << "the error does not name " << GetParam().name << ":\n"
+      << tail_file(relay.log_path(), 5);
+}
+
+TEST_P(MockFinalError, DlqCarriesOn) {
+  // librdkafka keeps a topic it saw refused (authorization) refused until its next metadata
+  // refresh; the pushed error is one-off, so let the refresh come soon.
+  RelayProcess& relay = start_relay({"--on-error", "dlq", "--dlq-topic", dlq_topic_, "-X",
+                                     "topic.metadata.refresh.interval.ms=1000"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  // A batch-level error (INVALID_RECORD) makes the relay send the record again alone before
+  // calling it poison: arm the error for that second request too.
+  const Lsn before = poison(GetParam().err == RD_KAFKA_RESP_ERR_INVALID_RECORD ? 2 : 1);
+  KafkaReader reader(brokers_, {topic_, dlq_topic_});
+  // The pushed error fails whatever the next Produce request carries: the next event is
+  // committed only once the poison event is dead-lettered.
+  ASSERT_TRUE(reader.read_until(
+      [&](const std::vector<Record>& records) {
+        return !relay.is_running() ||
+               std::any_of(records.begin(), records.end(),
+                           [&](const Record& r) { return r.topic == dlq_topic_; });
+      },
+      60s))
+      << "no dead-letter record within 60 s";
+  // After a refusal librdkafka holds the topic as refused until its next metadata refresh, so
+  // a good event committed meanwhile is dead-lettered too, with the same reason (delivered, not
+  // lost), as it would be for a topic that stays refused. The stream goes on: good events are
+  // committed one at a time until one reaches its topic.
+  const bool refusal_sticks = GetParam().err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
+  auto good_on_topic = [&](const std::vector<Record>& records) {
+    int good = 0;
+    for (const auto& r : records) {
+      if (r.topic == topic_ && r.headers.count("type") && r.headers.at("type") == "Good") ++good;
+    }
+    return good;
+  };
+  Lsn after_last = 0;
+  bool arrived = false;
+  for (int seq = 3; seq < 3 + (refusal_sticks ? 20 : 1) && !arrived && relay.is_running(); ++seq) {
+    pg_->exec(row(seq, "Good"));
+    after_last = pg_->current_wal_lsn();
+    const std::string value = "{\"seq\": " + std::to_string(seq) + "}";
+    // This event lands somewhere (its topic or the DLQ) within 60 s.
+    ASSERT_TRUE(reader.read_until(
+        [&](const std::vector<Record>& records) {
+          return !relay.is_running() ||
+                 std::any_of(records.begin(), records.end(),
+                             [&](const Record& r) { return r.value == value; });
+        },
+        60s))
+        << "good event " << seq << " reached neither its topic nor the DLQ within 60 s";
+    arrived = good_on_topic(reader.records()) >= 2;
+  }
+  ASSERT_TRUE(relay.is_running()) << "exit " << relay.wait_exit(0ms).value_or(-1);
+  ASSERT_TRUE(arrived) << "good events and the dead-letter record within 60 s";
+  expect_confirmed_reaches(after_last, 30s);
+  figure("confirmed_past_poison",
+         format_lsn(pg_->slot_confirmed_flush(slot_).value_or(0)) + " > " + format_lsn(before));
+  std::vector<const Record*> dlq;
+  for (const auto& r : reader.records()) {
+    if (r.topic != dlq_topic_) continue;
+    const bool good = r.headers.count("type") && r.headers.at("type") == "Good";
+    if (!good) {
+      dlq.push_back(&r);
+      continue;
+    }
+    // Only a refusal that librdkafka still held may dead-letter a good event.
+    EXPECT_TRUE(refusal_sticks) << "a valid event was dead-lettered: " << describe(r);
+    EXPECT_NE(
+        (r.headers.count("outbox.error") ? r.headers.at("outbox.error") : "").find(GetParam().name),
+        std::string::npos)
+        << describe(r);
+  }
+  figure("good_events_dead_lettered_while_refused",
+         static_cast<std::int64_t>(reader.records().size()) - good_on_topic(reader.records()) -
+             static_cast<std::int64_t>(dlq.size()));
+  ASSERT_EQ(dlq.size(), 1u) << "exactly one dead-letter record of the poison event";
+  std::cout << "dead-letter record: " << describe(*dlq.front()) << "\n";
+  const auto& h = dlq.front()->headers;
+  EXPECT_EQ(h.count("type") ? h.at("type") : "", "Poison");
+  EXPECT_NE((h.count("outbox.error") ? h.at("outbox.error") : "").find(GetParam().name),
+            std::string::npos);
+  EXPECT_EQ(h.count("outbox.original.topic") ? h.at("outbox.original.topic") : "", topic_);
+  EXPECT_EQ(dlq.front()->value, "{\"seq\": 2}");
+  // The error header says what went wrong, not the payload again.
+  EXPECT_EQ((h.count("outbox.error") ? h.at("outbox.error") : "").find("{\"seq\""),
+            std::string::npos)
+      << "outbox.error carries the payload instead of the broker's reason";
+}
+
+INSTANTIATE_TEST_SUITE_P(Errors, MockFinalError,
+                         ::testing::Values(FinalError{RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+                                                      "TOPIC_AUTHORIZATION_FAILED"},
+                                           FinalError{RD_KAFKA_RESP_ERR_INVALID_RECORD,
+                                                      "INVALID_RECORD"}),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace outbox_test::fault

@@ -1,0 +1,25 @@
+// Kafka admin operations the tests need beyond what the relay does by itself (it relies on topic
+// auto-creation): creating a topic with chosen partitions and configs, e.g. a compacted topic,
+// and reading a topic's offsets without consuming it.
+// Thread-safety: free functions; each call uses its own short-lived librdkafka handle.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace outbox_test {
+
+// Creates `topic` with rd_kafka_CreateTopics. Throws std::runtime_error naming the topic and the
+// broker's error (including TOPIC_ALREADY_EXISTS: every test names its own topics).
+void create_topic(const std::string& brokers, const std::string& topic, int partitions,
+                  int replication_factor, const std::map<std::string, std::string>& configs = {},
+                  std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// Sum over the topic's partitions of the high watermark (records ever appended, when the log
+// starts at offset 0). Throws when the metadata or an offset query fails within `timeout`.
+std::int64_t topic_end_offset_sum(const std::string& brokers, const std::string& topic,
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+}  // namespace outbox_test
