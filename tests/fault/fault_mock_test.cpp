@@ -143,7 +143,14 @@ class MockCluster : public FaultTest {
 // NOT_ENOUGH_REPLICAS, NOT_LEADER_FOR_PARTITION, UNKNOWN_TOPIC_OR_PART, ...): librdkafka retries,
 // nothing is confirmed while nothing is stored, nothing is lost.
 TEST_F(MockCluster, RetriableProduceErrorsRiddenOut) {
-  RelayProcess& relay = start_relay();
+  // One request in flight per connection. With several, about half the runs ended with 3 of
+  // 2,000 events missing from librdkafka 2.0.2's mock broker although librdkafka had reported
+  // every one delivered (a fresh reader saw the same 1,997). It looks like the mock's sequence
+  // emulation: it seems to accept the batch after one it answered with an error and then take
+  // the retried batch for a duplicate, where a real broker answers OUT_OF_ORDER_SEQUENCE_NUMBER.
+  // The relay confirms what librdkafka reports delivered, as it must; the real-broker outage
+  // tests cover the default settings.
+  RelayProcess& relay = start_relay({"-X", "max.in.flight.requests.per.connection=1"});
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
   KafkaReader reader(brokers_, {topic_});
   Workload& load = start_workload(plan_uniform(scaled(200, 40), 10), 15s, 50);
