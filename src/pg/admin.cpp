@@ -4,31 +4,10 @@
 
 #include <charconv>
 
+#include "libpq_handles.hpp"
+
 namespace outbox::pg {
 namespace {
-
-struct PgConnDeleter {
-  void operator()(PGconn* c) const { PQfinish(c); }
-};
-struct PgResultDeleter {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-struct PgFreeDeleter {
-  void operator()(char* p) const { PQfreemem(p); }
-};
-using ConnHandle = std::unique_ptr<PGconn, PgConnDeleter>;
-using ResultHandle = std::unique_ptr<PGresult, PgResultDeleter>;
-using BufferHandle = std::unique_ptr<char, PgFreeDeleter>;
-
-// libpq's messages end with a newline and may continue on indented lines: make them one line.
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  for (std::size_t p; (p = s.find("\n\t")) != std::string::npos;) s.replace(p, 2, " ");
-  for (auto& c : s) {
-    if (c == '\n') c = ' ';
-  }
-  return s;
-}
 
 // "<what>: <primary message> (SQLSTATE xxxxx; detail: ...; hint: ...)".
 Error result_error(PGconn* c, const PGresult* r, const std::string& what) {
@@ -38,8 +17,8 @@ Error result_error(PGconn* c, const PGresult* r, const std::string& what) {
   };
   std::string state = field(PG_DIAG_SQLSTATE);
   std::string msg = field(PG_DIAG_MESSAGE_PRIMARY);
-  if (msg.empty()) msg = r ? trim(PQresultErrorMessage(r)) : "";
-  if (msg.empty()) msg = trim(PQerrorMessage(c));
+  if (msg.empty()) msg = r ? one_line(PQresultErrorMessage(r)) : "";
+  if (msg.empty()) msg = one_line(PQerrorMessage(c));
   std::string extra;
   if (!state.empty()) extra += "SQLSTATE " + state;
   if (auto d = field(PG_DIAG_MESSAGE_DETAIL); !d.empty()) extra += "; detail: " + d;
@@ -102,7 +81,7 @@ AdminSession::AdminSession(const std::string& conninfo) : impl_(std::make_unique
   impl_->conn.reset(PQconnectdbParams(keys, values, 1));
   if (!impl_->conn) throw Error("connect to PostgreSQL: out of memory", "", true);
   if (PQstatus(impl_->conn.get()) != CONNECTION_OK) {
-    throw Error("connect to PostgreSQL: " + trim(PQerrorMessage(impl_->conn.get())), "", true);
+    throw Error("connect to PostgreSQL: " + one_line(PQerrorMessage(impl_->conn.get())), "", true);
   }
 }
 
@@ -115,7 +94,7 @@ Rows AdminSession::exec(const std::string& sql, const std::vector<std::string>& 
 std::string AdminSession::quote_identifier(const std::string& name) const {
   BufferHandle q(PQescapeIdentifier(impl_->conn.get(), name.c_str(), name.size()));
   if (!q)
-    throw Error("quote identifier " + name + ": " + trim(PQerrorMessage(impl_->conn.get())), "",
+    throw Error("quote identifier " + name + ": " + one_line(PQerrorMessage(impl_->conn.get())), "",
                 false);
   return q.get();
 }

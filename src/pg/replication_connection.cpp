@@ -9,6 +9,7 @@
 #include <boost/system/system_error.hpp>
 #include <chrono>
 
+#include "libpq_handles.hpp"
 #include "outbox/pgoutput/wire.hpp"
 
 namespace outbox::pg {
@@ -18,32 +19,14 @@ using asio::use_awaitable;
 
 namespace {
 
-struct PgConnDeleter {
-  void operator()(PGconn* c) const { PQfinish(c); }
-};
-struct PgResultDeleter {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-struct PgFreeDeleter {
-  void operator()(char* p) const { PQfreemem(p); }
-};
-using ConnHandle = std::unique_ptr<PGconn, PgConnDeleter>;
-using ResultHandle = std::unique_ptr<PGresult, PgResultDeleter>;
-using BufferHandle = std::unique_ptr<char, PgFreeDeleter>;
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 Error conn_error(PGconn* c, const std::string& what) {
-  return Error(what + ": " + trim(PQerrorMessage(c)), "", PQstatus(c) == CONNECTION_BAD);
+  return Error(what + ": " + one_line(PQerrorMessage(c)), "", PQstatus(c) == CONNECTION_BAD);
 }
 
 Error result_error(PGconn* c, const PGresult* r, const std::string& what) {
   const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-  std::string msg = trim(PQresultErrorMessage(r));
-  if (msg.empty()) msg = trim(PQerrorMessage(c));
+  std::string msg = one_line(PQresultErrorMessage(r));
+  if (msg.empty()) msg = one_line(PQerrorMessage(c));
   return Error(what + ": " + msg, state ? state : "", PQstatus(c) == CONNECTION_BAD);
 }
 
