@@ -171,7 +171,7 @@ flags of run:
   --status-interval DURATION     standby status update period (default 10s)
   --shutdown-timeout DURATION    how long a stop waits for in-flight deliveries (default 30s)
   --max-inflight-events N        stop reading WAL beyond this many unacknowledged events (default 20000)
-  --max-inflight-bytes SIZE      ... or beyond this many unacknowledged bytes (default 64MiB)
+  --max-inflight-bytes SIZE      ... or beyond this many unacknowledged bytes (default 16MiB)
   --on-error fail|dlq            an event that cannot be mapped or delivered for good: stop with exit code 3
                                  (fail, the default), or publish it to --dlq-topic with the error (dlq)
   --dlq-topic NAME               dead-letter topic for --on-error dlq (default outbox.dlq)
