@@ -13,8 +13,8 @@
 //       Consumes the topic from the beginning; for each record, latency = receive time minus the
 //       record timestamp (the relay stamps records with the transaction's commit time).
 //       Prints "<count> <p50_ms> <p99_ms> <max_ms>".
-#include <librdkafka/rdkafka.h>
 #include <libpq-fe.h>
+#include <librdkafka/rdkafka.h>
 
 #include <algorithm>
 #include <atomic>
@@ -229,7 +229,8 @@ int latency(const std::map<std::string, std::string>& f) {
   if (lat.empty()) die("no records consumed");
   std::sort(lat.begin(), lat.end());
   auto pct = [&](double q) {
-    return lat[std::min(lat.size() - 1, static_cast<std::size_t>(q * static_cast<double>(lat.size())))];
+    return lat[std::min(lat.size() - 1,
+                        static_cast<std::size_t>(q * static_cast<double>(lat.size())))];
   };
   std::printf("%zu %.1f %.1f %.1f\n", lat.size(), pct(0.50), pct(0.99), lat.back());
   return static_cast<long long>(lat.size()) == count ? 0 : 1;
