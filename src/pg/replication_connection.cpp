@@ -139,8 +139,15 @@ ReplicationConnection::~ReplicationConnection() {
 awaitable<void> ReplicationConnection::connect(const std::string& conninfo, Duration timeout) {
   auto until = std::chrono::steady_clock::now() + timeout;
   // expand_dbname=1: the first "dbname" holds the user's conninfo; later keywords override it.
-  const char* keywords[] = {"dbname", "replication", "fallback_application_name", nullptr};
-  const char* values[] = {conninfo.c_str(), "database", "outbox-relay", nullptr};
+  // A cut network shows no FIN: without these the relay could wait on a dead socket for the
+  // kernel's retransmission timeout (~15 min). Status updates go out every --status-interval, so
+  // 60 s of unacknowledged data, or 60 s of silence plus three failed probes, means it is gone.
+  // Keywords before dbname are defaults that the user's conninfo overrides; those after it win.
+  const char* keywords[] = {
+      "tcp_user_timeout", "keepalives_idle", "keepalives_interval",       "keepalives_count",
+      "dbname",           "replication",     "fallback_application_name", nullptr};
+  const char* values[] = {"60000",          "60",       "10",           "3",
+                          conninfo.c_str(), "database", "outbox-relay", nullptr};
   impl_->detach_socket();
   impl_->conn.reset(PQconnectStartParams(keywords, values, 1));
   if (!impl_->conn) throw Error("out of memory creating a PostgreSQL connection", "", true);
