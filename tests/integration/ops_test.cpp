@@ -131,14 +131,13 @@ class OpsIntegration : public ::testing::Test {
  protected:
   void SetUp() override {
     try {
-      conninfo_ = require_env("OUTBOX_PG");
-      brokers_ = require_env("OUTBOX_BROKERS");
-      relay_bin_ = require_env("OUTBOX_RELAY_BIN");
+      const Services services = require_services();
+      conninfo_ = services.conninfo;
+      brokers_ = services.brokers;
+      relay_bin_ = services.relay_bin;
     } catch (const std::exception& e) {
       GTEST_FAIL() << e.what();
     }
-    ASSERT_TRUE(std::filesystem::is_regular_file(relay_bin_))
-        << "OUTBOX_RELAY_BIN=" << relay_bin_ << " is not a file";
     suffix_ = unique_suffix();
     table_ = "outbox_ops_" + suffix_;
     slot_ = "ops_" + suffix_;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
 #include <thread>
 
@@ -17,6 +18,15 @@ std::string require_env(const char* name) {
                              "which starts PostgreSQL and Kafka and sets it");
   }
   return value;
+}
+
+Services require_services() {
+  Services s{require_env("OUTBOX_PG"), require_env("OUTBOX_BROKERS"),
+             require_env("OUTBOX_RELAY_BIN")};
+  if (!std::filesystem::is_regular_file(s.relay_bin)) {
+    throw std::runtime_error("OUTBOX_RELAY_BIN=" + s.relay_bin + " is not a file");
+  }
+  return s;
 }
 
 std::string unique_suffix() {

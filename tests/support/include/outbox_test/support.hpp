@@ -14,6 +14,15 @@ using Clock = std::chrono::steady_clock;
 // the variable when it is missing or empty: CI must fail loudly, never skip.
 std::string require_env(const char* name);
 
+// What scripts/test.sh provides to every end-to-end test: OUTBOX_PG, OUTBOX_BROKERS and an
+// OUTBOX_RELAY_BIN that is a file. Throws std::runtime_error naming what is missing.
+struct Services {
+  std::string conninfo;
+  std::string brokers;
+  std::string relay_bin;
+};
+Services require_services();
+
 // A suffix unique to this test process and call ("<pid>_<ms>_<n>", lower case, [a-z0-9_]), so
 // every test gets its own table, slot, publication and topics and reruns never see old data.
 std::string unique_suffix();
