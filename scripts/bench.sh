@@ -9,7 +9,8 @@
 #                               consumer fails.
 # Options: --reps N, --workloads "W1 W2 W3", --no-debezium, --no-latency, --no-micro.
 # Environment: OUTBOX_RELAY_BIN (default: build-bench/outbox-relay, built here in Release),
-#              OUTBOX_BENCH_SETTLE (seconds to let the server settle after a load, default 5).
+#              OUTBOX_BENCH_SETTLE (seconds to let the server settle after a load, default 5),
+#              OUTBOX_BENCH_RELAY_ARGS (extra relay flags, e.g. "--read-pause 0", for comparisons).
 #
 # Per repetition: fresh table and publications, one fresh slot per consumer, all created before
 # the load; the load (bench/load/schema.sql's bench_load); a probe slot gives the exact end LSN
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
     --no-debezium) DEBEZIUM=0 ;;
     --no-latency) LATENCY=0 ;;
     --no-micro) MICRO=0 ;;
-    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
   shift
@@ -110,6 +111,8 @@ RELAY_METRICS=()
 if "$RELAY" --help 2>&1 | grep -q -- '--metrics-addr'; then
   RELAY_METRICS=(--metrics-addr 127.0.0.1:59400)
 fi
+
+read -r -a RELAY_ARGS <<<"${OUTBOX_BENCH_RELAY_ARGS:-}"
 
 CONSUMERS=(decoder recvlogical relay)
 [ "$DEBEZIUM" = 1 ] && CONSUMERS+=(debezium)
@@ -203,7 +206,7 @@ run_relay() {
   t0=$(now_ns)
   "$RELAY" --pg "$PG" --brokers "$BROKERS" --slot "$slot" --publication bench_pub \
     --table public.bench_outbox --topic "$topic.\${aggregatetype}" --no-create \
-    --status-interval 200ms --log-level warn "${RELAY_METRICS[@]}" >"$d/log" 2>&1 &
+    --status-interval 200ms --log-level warn "${RELAY_METRICS[@]}" "${RELAY_ARGS[@]}" >"$d/log" 2>&1 &
   pid=$!
   (wait_confirmed "$slot" "$end" >/dev/null && now_ns >"$d/confirmed") &
   confirmer=$!

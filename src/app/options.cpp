@@ -11,31 +11,36 @@
 namespace outbox::app {
 namespace {
 
-std::chrono::milliseconds parse_duration(const std::string& flag, const std::string& text) {
+std::chrono::microseconds parse_micros(const std::string& flag, const std::string& text) {
   std::uint64_t n = 0;
   const char* end = text.data() + text.size();
   auto [p, ec] = std::from_chars(text.data(), end, n);
   std::string unit(p, end);
-  std::uint64_t ms = 0;
+  std::uint64_t us = 0;
   if (ec != std::errc() || p == text.data()) {
-    ms = 0;
     unit = "?";
+  } else if (unit == "us") {
+    us = n;
   } else if (unit == "ms") {
-    ms = n;
+    us = n * 1000;
   } else if (unit == "s" || unit.empty()) {
-    ms = n * 1000;
+    us = n * 1'000'000;
   } else if (unit == "m" || unit == "min") {
-    ms = n * 60'000;
+    us = n * 60'000'000;
   } else if (unit == "h") {
-    ms = n * 3'600'000;
+    us = n * 3'600'000'000;
   } else {
     unit = "?";
   }
-  if (unit == "?" || (flag == "--status-interval" && ms == 0)) {
+  if (unit == "?" || (flag == "--status-interval" && us < 1000)) {
     throw UsageError(flag + ": invalid duration '" + text + "' (expected e.g. 500ms, 10s, 1m" +
-                     (flag == "--status-interval" ? ", more than 0)" : ")"));
+                     (flag == "--status-interval" ? ", at least 1ms)" : ")"));
   }
-  return std::chrono::milliseconds(ms);
+  return std::chrono::microseconds(us);
+}
+
+std::chrono::milliseconds parse_duration(const std::string& flag, const std::string& text) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(parse_micros(flag, text));
 }
 
 std::uint64_t parse_size(const std::string& flag, const std::string& text, bool bytes) {
@@ -169,6 +174,9 @@ flags of run:
   --require-json                 reject payloads that are not valid JSON (default off)
   -X PROPERTY=VALUE              librdkafka producer property, repeatable (e.g. -X linger.ms=10)
   --status-interval DURATION     standby status update period (default 10s)
+  --read-pause DURATION          while the stream is busy, pause this long before reading the
+                                 socket again, so WAL arrives in large segments (default 100us; 0
+                                 reads at once)
   --shutdown-timeout DURATION    how long a stop waits for in-flight deliveries (default 30s)
   --max-inflight-events N        stop reading WAL beyond this many unacknowledged events (default 20000)
   --max-inflight-bytes SIZE      ... or beyond this many unacknowledged bytes (default 16MiB)
@@ -273,6 +281,8 @@ Options parse_options(const std::vector<std::string>& args) {
        }},
       {"--status-interval",
        [&](const std::string& v) { r.status_interval = parse_duration("--status-interval", v); }},
+      {"--read-pause",
+       [&](const std::string& v) { r.read_pause = parse_micros("--read-pause", v); }},
       {"--shutdown-timeout",
        [&](const std::string& v) { r.shutdown_timeout = parse_duration("--shutdown-timeout", v); }},
       {"--max-inflight-events",

@@ -2,6 +2,8 @@
 
 #include <libpq-fe.h>
 #include <spdlog/spdlog.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -255,6 +257,24 @@ awaitable<void> ReplicationConnection::wait_readable() {
   if (!PQconsumeInput(impl_->conn.get())) {
     throw conn_error(impl_->conn.get(), "reading the replication stream");
   }
+}
+
+void ReplicationConnection::read_available() {
+  if (!PQconsumeInput(impl_->conn.get())) {
+    throw conn_error(impl_->conn.get(), "reading the replication stream");
+  }
+}
+
+bool ReplicationConnection::backlogged() const {
+  int fd = PQsocket(impl_->conn.get());
+  int queued = 0;
+  int rcvbuf = 0;
+  socklen_t len = sizeof rcvbuf;
+  if (fd < 0 || ioctl(fd, FIONREAD, &queued) != 0 ||
+      getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) != 0) {
+    return false;
+  }
+  return queued > rcvbuf / 4;
 }
 
 void ReplicationConnection::send_status(Lsn write, Lsn flush, bool reply_requested) {

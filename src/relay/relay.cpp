@@ -324,7 +324,8 @@ class Relay::Impl {
   }
 
   awaitable<void> stream() {
-    std::size_t burst = 0;  // frames handled since the last wait on the socket
+    std::size_t burst = 0;    // frames handled since the socket was last read
+    std::size_t handled = 0;  // frames handled since the last yield to the io_context
     for (;;) {
       if (stopping_ || fatal_) co_return;
       if (backpressured()) {
@@ -338,7 +339,20 @@ class Relay::Impl {
       }
       std::optional<std::span<const std::byte>> frame = conn_->try_read();
       if (!frame) {
+        bool busy = burst > 0;
         burst = 0;
+        if (busy && config_.read_pause.count() > 0) {
+          // Paced reading while the stream is busy. The walsender sends every pgoutput message
+          // with its own send(); read the moment the socket turns readable and each of them
+          // becomes a TCP segment of its own and a wake-up, which costs the walsender (the
+          // bottleneck on a small machine) more than decoding. A short pause lets the socket
+          // fill: the kernel then carries the messages in large segments. A backlog of more
+          // than a quarter of the receive buffer is read at once, so pacing never throttles.
+          if (!conn_->backlogged()) co_await wait_for_change(Clock::now() + config_.read_pause);
+          if (stopping_ || fatal_) co_return;
+          conn_->read_available();
+          continue;
+        }
         try {
           co_await conn_->wait_readable();
         } catch (const boost::system::system_error& e) {
@@ -346,7 +360,8 @@ class Relay::Impl {
         }
         continue;
       }
-      if (++burst % kYieldFrames == 0) {
+      ++burst;
+      if (++handled % kYieldFrames == 0) {
         // A stream that never runs dry must not starve delivery reports and status updates.
         // The frame stays valid: nothing reads the connection meanwhile.
         co_await asio::post(io_.get_executor(), use_awaitable);

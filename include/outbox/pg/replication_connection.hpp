@@ -81,6 +81,14 @@ class ReplicationConnection {
   // boost::system::system_error(operation_aborted) after cancel(), Error on a broken connection.
   boost::asio::awaitable<void> wait_readable();
 
+  // Reads what the socket holds now into libpq's buffer (one read, at most libpq's buffer size),
+  // without waiting. Throws Error on a broken connection.
+  void read_available();
+
+  // True when the kernel holds more than a quarter of the socket's receive buffer: a paced
+  // reader is falling behind and should read again before pausing.
+  bool backlogged() const;
+
   // Queues a standby status update and flushes what the socket takes now; the rest is flushed
   // in the background. Throws Error if the connection broke.
   void send_status(Lsn write, Lsn flush, bool reply_requested);

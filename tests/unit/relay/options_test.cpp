@@ -31,6 +31,7 @@ TEST(Options, DefaultsMatchDebeziumOutboxRouter) {
   EXPECT_TRUE(o.relay.create);
   EXPECT_EQ(o.relay.status_interval, std::chrono::seconds(10));
   EXPECT_EQ(o.relay.shutdown_timeout, std::chrono::seconds(30));
+  EXPECT_EQ(o.relay.read_pause, std::chrono::microseconds(100));
   EXPECT_EQ(o.log_level, "info");
 }
 
@@ -64,6 +65,8 @@ TEST(Options, EveryFlagIsApplied) {
                      "500ms",
                      "--shutdown-timeout",
                      "1m",
+                     "--read-pause",
+                     "250us",
                      "--log-level",
                      "debug",
                      "--max-inflight-events",
@@ -90,10 +93,18 @@ TEST(Options, EveryFlagIsApplied) {
   EXPECT_EQ(r.producer.properties[1], (std::pair<std::string, std::string>{"acks", "all"}));
   EXPECT_EQ(r.status_interval, std::chrono::milliseconds(500));
   EXPECT_EQ(r.shutdown_timeout, std::chrono::minutes(1));
+  EXPECT_EQ(r.read_pause, std::chrono::microseconds(250));
   EXPECT_EQ(o.log_level, "debug");
   EXPECT_EQ(r.max_inflight_events, 10u);
   EXPECT_EQ(r.max_inflight_bytes, 2u << 20);
   EXPECT_TRUE(r.mapper.require_json);
+}
+
+TEST(Options, ReadPauseZeroReadsAtOnce) {
+  EXPECT_EQ(parse({"--pg", "x", "--brokers", "k:1", "--read-pause", "0"}).relay.read_pause.count(),
+            0);
+  EXPECT_EQ(parse({"--pg", "x", "--brokers", "k:1", "--read-pause", "2ms"}).relay.read_pause,
+            std::chrono::milliseconds(2));
 }
 
 TEST(Options, TableWithoutSchemaIsPublic) {
@@ -104,8 +115,13 @@ TEST(Options, TableWithoutSchemaIsPublic) {
 
 TEST(Options, ErrorsNameTheFlag) {
   EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--status-interval", "banana"}),
-            "--status-interval: invalid duration 'banana' (expected e.g. 500ms, 10s, 1m, more "
-            "than 0)");
+            "--status-interval: invalid duration 'banana' (expected e.g. 500ms, 10s, 1m, at "
+            "least 1ms)");
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--status-interval", "200us"}),
+            "--status-interval: invalid duration '200us' (expected e.g. 500ms, 10s, 1m, at "
+            "least 1ms)");
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--read-pause", "soon"}),
+            "--read-pause: invalid duration 'soon' (expected e.g. 500ms, 10s, 1m)");
   EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--bogus"}),
             "unknown flag --bogus (see --help)");
   EXPECT_EQ(error_of({"--brokers", "k:1"}), "--pg: required (a libpq conninfo or URI)");
@@ -133,7 +149,8 @@ TEST(Options, HelpListsEveryFlagWithDefault) {
   for (const char* flag :
        {"--pg", "--brokers", "--slot", "--publication", "--table", "--topic", "--no-create",
         "--column-id", "--column-aggregatetype", "--column-aggregateid", "--column-type",
-        "--column-payload", "-X", "--status-interval", "--shutdown-timeout", "--log-level"}) {
+        "--column-payload", "-X", "--status-interval", "--read-pause", "--shutdown-timeout",
+        "--log-level"}) {
     EXPECT_NE(u.find(flag), std::string::npos) << flag;
   }
   EXPECT_NE(u.find("default 10s"), std::string::npos);
