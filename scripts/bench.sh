@@ -337,7 +337,8 @@ if [ "$LATENCY" = 1 ]; then
   metrics_args=("${RELAY_METRICS[@]}")
   "$RELAY" --pg "$PG" --brokers "$BROKERS" --slot bench_latency --publication bench_pub \
     --table public.bench_outbox --topic "$topic.\${aggregatetype}" --no-create \
-    --status-interval 200ms --log-level warn "${metrics_args[@]}" >"$d/log" 2>&1 &
+    --status-interval 200ms --log-level warn "${metrics_args[@]}" "${RELAY_ARGS[@]}" \
+    >"$d/log" 2>&1 &
   rpid=$!
   "$TOOL" latency --brokers "$BROKERS" --topic "$topic.order" --count "$nlat" \
     --timeout-s $((LAT_SECONDS + 60)) >"$d/consumer" &

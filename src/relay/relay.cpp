@@ -74,6 +74,7 @@ constexpr std::uint64_t kIsolatedFlag = 1ULL << 62;
 
 // Frames handled between two turns of the io_context.
 constexpr std::size_t kYieldFrames = 256;
+constexpr std::size_t kBusyReadBytes = 8192;
 
 }  // namespace
 
@@ -324,7 +325,7 @@ class Relay::Impl {
   }
 
   awaitable<void> stream() {
-    std::size_t burst = 0;    // frames handled since the socket was last read
+    std::size_t burst = 0;    // bytes of the frames handled since the socket was last read
     std::size_t handled = 0;  // frames handled since the last yield to the io_context
     for (;;) {
       if (stopping_ || fatal_) co_return;
@@ -339,7 +340,9 @@ class Relay::Impl {
       }
       std::optional<std::span<const std::byte>> frame = conn_->try_read();
       if (!frame) {
-        bool busy = burst > 0;
+        // Busy: the last read brought at least half of libpq's 16 KiB read. A trickle (a few
+        // messages per read) is read at once: pausing would only add wake-ups and latency.
+        bool busy = burst >= kBusyReadBytes;
         burst = 0;
         if (busy && config_.read_pause.count() > 0) {
           // Paced reading while the stream is busy. The walsender sends every pgoutput message
@@ -360,7 +363,7 @@ class Relay::Impl {
         }
         continue;
       }
-      ++burst;
+      burst += frame->size();
       if (++handled % kYieldFrames == 0) {
         // A stream that never runs dry must not starve delivery reports and status updates.
         // The frame stays valid: nothing reads the connection meanwhile.
