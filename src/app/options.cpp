@@ -174,9 +174,9 @@ flags of run:
   --require-json                 reject payloads that are not valid JSON (default off)
   -X PROPERTY=VALUE              librdkafka producer property, repeatable (e.g. -X linger.ms=10)
   --status-interval DURATION     standby status update period (default 10s)
-  --read-pause DURATION          while the stream is busy, pause this long before reading the
-                                 socket again, so WAL arrives in large segments (default 100us; 0
-                                 reads at once)
+  --read-pause DURATION          while the stream is busy, pause up to this long before reading
+                                 the socket again, so WAL arrives in large segments (default
+                                 500us; 0 reads at once)
   --shutdown-timeout DURATION    how long a stop waits for in-flight deliveries (default 30s)
   --max-inflight-events N        stop reading WAL beyond this many unacknowledged events (default 20000)
   --max-inflight-bytes SIZE      ... or beyond this many unacknowledged bytes (default 16MiB)

@@ -44,6 +44,20 @@ std::string label(std::string_view name, std::string_view value) {
   return std::string(name) + "=\"" + escape_label_value(value) + "\"";
 }
 
+void histogram(Writer& w, const std::string& name, std::string_view help,
+               const relay::Histogram& h) {
+  w.header(name, "histogram", help);
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < relay::Histogram::kBounds.size(); ++i) {
+    cumulative += h.buckets[i];
+    w.sample(name + "_bucket", label("le", number(relay::Histogram::kBounds[i])), cumulative);
+  }
+  cumulative += h.buckets.back();
+  w.sample(name + "_bucket", label("le", "+Inf"), cumulative);
+  w.sample(name + "_sum", "", h.sum);
+  w.sample(name + "_count", "", h.count);
+}
+
 }  // namespace
 
 std::string escape_label_value(std::string_view value) {
@@ -131,20 +145,15 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
            "flight.",
            m.oldest_unacked_age_seconds);
 
-  const auto& h = m.commit_to_ack_seconds;
-  const std::string hname = "outbox_relay_commit_to_ack_seconds";
-  w.header(hname, "histogram",
-           "Seconds from the commit of an event's transaction in PostgreSQL to Kafka's "
-           "acknowledgement of the event, one observation per event.");
-  std::uint64_t cumulative = 0;
-  for (std::size_t i = 0; i < relay::Histogram::kBounds.size(); ++i) {
-    cumulative += h.buckets[i];
-    w.sample(hname + "_bucket", label("le", number(relay::Histogram::kBounds[i])), cumulative);
-  }
-  cumulative += h.buckets.back();
-  w.sample(hname + "_bucket", label("le", "+Inf"), cumulative);
-  w.sample(hname + "_sum", "", h.sum);
-  w.sample(hname + "_count", "", h.count);
+  histogram(w, "outbox_relay_commit_to_ack_seconds",
+            "Seconds from the commit of an event's transaction in PostgreSQL to Kafka's "
+            "acknowledgement of the event, one observation per event.",
+            m.commit_to_ack_seconds);
+  histogram(w, "outbox_relay_commit_to_read_seconds",
+            "Seconds from the commit of a transaction in PostgreSQL to the relay reading its first "
+            "message, one observation per transaction: the share of commit-to-ack spent before "
+            "Kafka (WAL flush, walsender, network, backlog).",
+            m.commit_to_read_seconds);
 
   w.single("outbox_relay_reconnects_total", "counter",
            "Replication connections re-established after a failure.", m.reconnects);

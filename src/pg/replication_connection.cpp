@@ -5,6 +5,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -265,16 +266,17 @@ void ReplicationConnection::read_available() {
   }
 }
 
-bool ReplicationConnection::backlogged() const {
+ReplicationConnection::Backlog ReplicationConnection::backlog() const {
   int fd = PQsocket(impl_->conn.get());
   int queued = 0;
   int rcvbuf = 0;
   socklen_t len = sizeof rcvbuf;
   if (fd < 0 || ioctl(fd, FIONREAD, &queued) != 0 ||
       getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) != 0) {
-    return false;
+    return {};
   }
-  return queued > rcvbuf / 4;
+  return {static_cast<std::size_t>(std::max(queued, 0)),
+          static_cast<std::size_t>(std::max(rcvbuf, 0))};
 }
 
 void ReplicationConnection::send_status(Lsn write, Lsn flush, bool reply_requested) {

@@ -75,6 +75,7 @@ constexpr std::uint64_t kIsolatedFlag = 1ULL << 62;
 // Frames handled between two turns of the io_context.
 constexpr std::size_t kYieldFrames = 256;
 constexpr std::size_t kBusyReadBytes = 8192;
+constexpr std::chrono::microseconds kMinReadPause{25};
 
 }  // namespace
 
@@ -86,6 +87,7 @@ class Relay::Impl {
         log_(make_logger()),
         mapper_(config_.mapper),
         wake_(io),
+        pace_timer_(io),
         status_timer_(io),
         backoff_timer_(io),
         rng_(std::random_device{}()) {
@@ -216,6 +218,7 @@ class Relay::Impl {
   void wake_all() {
     if (conn_) conn_->cancel();
     wake_.cancel();
+    pace_timer_.cancel();
     backoff_timer_.cancel();
   }
 
@@ -351,7 +354,16 @@ class Relay::Impl {
           // bottleneck on a small machine) more than decoding. A short pause lets the socket
           // fill: the kernel then carries the messages in large segments. A backlog of more
           // than a quarter of the receive buffer is read at once, so pacing never throttles.
-          if (!conn_->backlogged()) co_await wait_for_change(Clock::now() + config_.read_pause);
+          // The pause adapts: it halves when the socket was more than a quarter full (the
+          // server may be about to block on us) and grows by a quarter, up to --read-pause,
+          // while it held less than one read. Its own timer: delivery reports, which wake
+          // wait_for_change(), must not cut it short.
+          if (!adapt_pace(conn_->backlog())) {
+            pace_timer_.expires_after(pace_);
+            boost::system::error_code ec;
+            co_await pace_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
+            adapt_pace(conn_->backlog());
+          }
           if (stopping_ || fatal_) co_return;
           conn_->read_available();
           continue;
@@ -375,6 +387,20 @@ class Relay::Impl {
         if (stopping_ || fatal_) co_return;
       }
     }
+  }
+
+  // Returns true (and halves the pause) when the socket holds more than a quarter of its
+  // receive buffer: read now, the server may be about to block on us. A pause that left less
+  // than two reads' worth grows by a quarter, up to --read-pause.
+  bool adapt_pace(const pg::ReplicationConnection::Backlog& b) {
+    if (b.queued > b.capacity / 4) {
+      pace_ = std::max(pace_ / 2, std::min(kMinReadPause, config_.read_pause));
+      return true;
+    }
+    if (b.queued < 2 * kBusyReadBytes) {
+      pace_ = std::min(pace_ + pace_ / 4 + std::chrono::microseconds(1), config_.read_pause);
+    }
+    return false;
   }
 
   // Hysteresis: reading stops at the bounds and resumes only once half of them is free, so the
@@ -436,6 +462,8 @@ class Relay::Impl {
   Handled on_message(const pgoutput::Begin& b, const pgoutput::XLogData&) {
     commit_lsn_ = b.final_lsn;
     commit_time_ms_ = pgoutput::to_unix_millis(b.commit_time);
+    metrics_.commit_to_read_seconds.observe(
+        static_cast<double>(std::max<std::int64_t>(0, now_unix_ms() - commit_time_ms_)) / 1000.0);
     txn_ = tracker_.begin(b.final_lsn, commit_time_ms_);
     return Handled::kDone;
   }
@@ -709,6 +737,8 @@ class Relay::Impl {
   std::unique_ptr<pg::ReplicationConnection> conn_;
   AckTracker tracker_;
   asio::steady_timer wake_;
+  asio::steady_timer pace_timer_;  // the read pause of stream()
+  std::chrono::microseconds pace_{config_.read_pause};
   asio::steady_timer status_timer_;
   asio::steady_timer backoff_timer_;
   std::mt19937_64 rng_;

@@ -85,9 +85,13 @@ class ReplicationConnection {
   // without waiting. Throws Error on a broken connection.
   void read_available();
 
-  // True when the kernel holds more than a quarter of the socket's receive buffer: a paced
-  // reader is falling behind and should read again before pausing.
-  bool backlogged() const;
+  // What the kernel holds for us on the socket, and the socket's receive buffer size (both 0 if
+  // unknown): a paced reader's measure of how far behind the server it is.
+  struct Backlog {
+    std::size_t queued = 0;
+    std::size_t capacity = 0;
+  };
+  Backlog backlog() const;
 
   // Queues a standby status update and flushes what the socket takes now; the rest is flushed
   // in the background. Throws Error if the connection broke.

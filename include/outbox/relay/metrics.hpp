@@ -58,7 +58,8 @@ struct Metrics {
   std::uint64_t transactions_confirmed = 0;
   std::uint64_t reconnects = 0;
   double backpressure_seconds = 0;
-  Histogram commit_to_ack_seconds;
+  Histogram commit_to_ack_seconds;   // per event: commit in PostgreSQL to Kafka's ack
+  Histogram commit_to_read_seconds;  // per transaction: commit to its Begin read here
 
   // Gauges.
   State state = State::kConnecting;

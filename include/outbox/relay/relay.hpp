@@ -44,9 +44,10 @@ struct RelayConfig {
   outbox::MapperConfig mapper;
   kafka::ProducerConfig producer;
   std::chrono::milliseconds status_interval{10'000};
-  // While the stream is busy, how long the reader pauses after draining what libpq buffered
-  // before it reads the socket again (0: read as soon as it is readable). See stream().
-  std::chrono::microseconds read_pause{100};
+  // While the stream is busy, the longest pause of the reader after draining what libpq
+  // buffered, before it reads the socket again (0: read as soon as it is readable). The pause
+  // adapts below this to how fast the server writes. See stream().
+  std::chrono::microseconds read_pause{500};
   std::chrono::milliseconds shutdown_timeout{30'000};
   std::chrono::milliseconds connect_timeout{30'000};
   // In flight = produced, not yet acknowledged. These keep the relay under 50 MiB of RSS (W1:

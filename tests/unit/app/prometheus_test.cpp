@@ -31,6 +31,7 @@ relay::Metrics sample_metrics() {
   m.commit_to_ack_seconds.observe(0.004);   // le 0.005
   m.commit_to_ack_seconds.observe(0.004);
   m.commit_to_ack_seconds.observe(100);  // +Inf only
+  m.commit_to_read_seconds.observe(0.002);
   return m;
 }
 
@@ -87,6 +88,11 @@ TEST(Prometheus, HistogramIsCumulativeWithInfEqualToCount) {
   EXPECT_EQ(s[b + "{le=\"+Inf\"}"], "4");
   EXPECT_EQ(s["outbox_relay_commit_to_ack_seconds_count"], "4");
   EXPECT_EQ(s["outbox_relay_commit_to_ack_seconds_sum"], "100.0085");
+  const std::string r = "outbox_relay_commit_to_read_seconds_bucket";
+  EXPECT_EQ(s[r + "{le=\"0.001\"}"], "0");
+  EXPECT_EQ(s[r + "{le=\"0.002\"}"], "1");
+  EXPECT_EQ(s[r + "{le=\"+Inf\"}"], "1");
+  EXPECT_EQ(s["outbox_relay_commit_to_read_seconds_count"], "1");
   // Buckets never decrease.
   std::uint64_t previous = 0;
   for (double bound : relay::Histogram::kBounds) {
@@ -127,6 +133,7 @@ TEST(Prometheus, EveryFamilyHasHelpAndTypeBeforeItsSamples) {
     }
   }
   EXPECT_EQ(types["outbox_relay_commit_to_ack_seconds"], "histogram");
+  EXPECT_EQ(types["outbox_relay_commit_to_read_seconds"], "histogram");
   EXPECT_EQ(types["outbox_relay_state"], "gauge");
   EXPECT_TRUE(text.ends_with("\n"));
 }

@@ -31,7 +31,7 @@ TEST(Options, DefaultsMatchDebeziumOutboxRouter) {
   EXPECT_TRUE(o.relay.create);
   EXPECT_EQ(o.relay.status_interval, std::chrono::seconds(10));
   EXPECT_EQ(o.relay.shutdown_timeout, std::chrono::seconds(30));
-  EXPECT_EQ(o.relay.read_pause, std::chrono::microseconds(100));
+  EXPECT_EQ(o.relay.read_pause, std::chrono::microseconds(500));
   EXPECT_EQ(o.log_level, "info");
 }
 
