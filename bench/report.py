@@ -11,10 +11,11 @@ import os
 import statistics
 import sys
 
-CONSUMERS = ["decoder", "recvlogical", "relay", "debezium"]
+CONSUMERS = ["decoder", "recvlogical", "drain", "relay", "debezium"]
 LABEL = {
     "decoder": "decoder alone (pg_logical_slot_get_binary_changes)",
     "recvlogical": "pg_recvlogical (pgoutput, to /dev/null)",
+    "drain": "walsender ceiling: bench_tool drain (reads like the relay, discards, no Kafka)",
     "relay": "outbox-relay (until last ack)",
     "debezium": "Debezium 3.6 + outbox router (Connect standalone)",
 }
@@ -103,6 +104,8 @@ def main():
             "relay_over_decoder": ratio(wl, "relay", "decoder"),
             "relay_over_recvlogical": ratio(wl, "relay", "recvlogical"),
             "relay_over_debezium": ratio(wl, "relay", "debezium"),
+            "relay_over_drain": ratio(wl, "relay", "drain"),
+            "drain_over_decoder": ratio(wl, "drain", "decoder"),
         }
         if dbz.get("steady_events_per_s") and relay.get("events_per_s"):
             r["relay_over_debezium_steady"] = relay["events_per_s"] / dbz["steady_events_per_s"]
@@ -128,18 +131,20 @@ def main():
         latency = {k: (float(v) if v.replace(".", "", 1).isdigit() else v) for k, v in kv.items()}
         latency["method"] = "commit timestamp (Kafka record time) to consumption by a librdkafka consumer: an upper bound of commit-to-ack"
         if a.metrics and os.path.exists(a.metrics):
-            # Prometheus histogram outbox_relay_commit_to_ack_seconds: quantiles as bucket bounds.
-            buckets = []
-            for line in open(a.metrics):
-                if line.startswith("outbox_relay_commit_to_ack_seconds_bucket{"):
-                    le = line.split('le="', 1)[1].split('"', 1)[0]
-                    buckets.append((float("inf") if le == "+Inf" else float(le), float(line.split()[-1])))
-            if buckets and buckets[-1][1] > 0:
-                total = buckets[-1][1]
-                q = lambda p: next(le for le, c in buckets if c >= p * total) * 1000
-                latency["ack_histogram_p50_ms_le"] = q(0.5)
-                latency["ack_histogram_p99_ms_le"] = q(0.99)
-                latency["ack_histogram_count"] = total
+            # Prometheus histograms: quantiles as bucket bounds. commit_to_ack per event,
+            # commit_to_read per transaction (the part spent before Kafka).
+            for hist, key in (("commit_to_ack", "ack"), ("commit_to_read", "read")):
+                buckets = []
+                for line in open(a.metrics):
+                    if line.startswith(f"outbox_relay_{hist}_seconds_bucket{{"):
+                        le = line.split('le="', 1)[1].split('"', 1)[0]
+                        buckets.append((float("inf") if le == "+Inf" else float(le), float(line.split()[-1])))
+                if buckets and buckets[-1][1] > 0:
+                    total = buckets[-1][1]
+                    q = lambda p: next(le for le, c in buckets if c >= p * total) * 1000
+                    latency[f"{key}_histogram_p50_ms_le"] = q(0.5)
+                    latency[f"{key}_histogram_p99_ms_le"] = q(0.99)
+                    latency[f"{key}_histogram_count"] = total
         targets.append({"workload": "latency", "target": "p99 commit-to-consume ms (upper bound of commit-to-ack)",
                         "value": latency.get("p99_ms"), "bound": "<= 20",
                         "met": latency.get("p99_ms") is not None and latency["p99_ms"] <= 20})
@@ -168,7 +173,7 @@ def main():
     md.append(f"### Benchmark {a.run_id}{' (quick smoke run: tiny workloads, not representative)' if a.quick else ''}\n")
     md.append(f"{os.cpu_count()} cores; " + ", ".join(f"{k} {v}" for k, v in versions.items() if k not in ("cores",)) + "\n")
     md.append("Median of the repetitions. events/s and MB/s (payload bytes) from process start until the last event is in "
-              "Kafka (relay: acknowledged; Debezium: in the topic) or the decoder/pg_recvlogical reached the end LSN. "
+              "Kafka (relay: acknowledged; Debezium: in the topic) or the decoder/pg_recvlogical/drain reached the end LSN. "
               "CPU = user+sys of the consumer process (decoder alone: the backend running the query). "
               "Peak RSS = VmHWM (decoder alone: a backend, shared buffers included).\n")
     for wl in sorted(table):
@@ -189,6 +194,9 @@ def main():
         r = ratios[wl]
         parts = [f"relay/decoder-alone **{fnum(r['relay_over_decoder'], 2)}**",
                  f"relay/pg_recvlogical **{fnum(r['relay_over_recvlogical'], 2)}**"]
+        if r.get("relay_over_drain"):
+            parts.append(f"relay/walsender ceiling **{fnum(r['relay_over_drain'], 2)}** "
+                         f"(the ceiling is {fnum(r.get('drain_over_decoder'), 2)} of the decoder alone)")
         if r.get("relay_over_debezium"):
             parts.append(f"relay/Debezium **{fnum(r['relay_over_debezium'], 1)}** "
                          f"(vs its first-to-last rate {fnum(r.get('relay_over_debezium_steady'), 1)}), "
@@ -201,7 +209,9 @@ def main():
                   f"max {latency.get('max_ms')} ms; relay CPU {latency.get('cpu_s')} s, peak RSS "
                   f"{fnum((latency.get('rss_kb') or 0) / 1024 if isinstance(latency.get('rss_kb'), float) else None, 1)} MiB." +
                   (f" Relay's own commit-to-ack histogram (/metrics): p50 <= {latency['ack_histogram_p50_ms_le']:g} ms, "
-                   f"p99 <= {latency['ack_histogram_p99_ms_le']:g} ms (bucket bounds)." if "ack_histogram_p99_ms_le" in latency else "") + "\n")
+                   f"p99 <= {latency['ack_histogram_p99_ms_le']:g} ms (bucket bounds)." if "ack_histogram_p99_ms_le" in latency else "") +
+                  (f" Commit to read by the relay (per transaction, before Kafka): p50 <= {latency['read_histogram_p50_ms_le']:g} ms, "
+                   f"p99 <= {latency['read_histogram_p99_ms_le']:g} ms." if "read_histogram_p99_ms_le" in latency else "") + "\n")
     if micro:
         md.append("\n**Micro-benchmark** (decode + map per event, bench_decode_map): " +
                   "; ".join(f"{m['name']}: {m['ns_per_event']:.1f} ns/event, {m['allocs_per_event']} allocations/event" for m in micro) + "\n")

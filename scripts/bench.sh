@@ -114,7 +114,7 @@ fi
 
 read -r -a RELAY_ARGS <<<"${OUTBOX_BENCH_RELAY_ARGS:-}"
 
-CONSUMERS=(decoder recvlogical relay)
+CONSUMERS=(decoder recvlogical drain relay)
 [ "$DEBEZIUM" = 1 ] && CONSUMERS+=(debezium)
 
 # ---- helpers ----------------------------------------------------------------------------------
@@ -188,6 +188,23 @@ run_recvlogical() {
   local u s m
   read -r u s m <"$d/time"
   record "$wl" "$rep" recvlogical "$n" "$bytes" "$(secs "$t0" "$t1")" "$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.3f", u + s }')" "$m" "" ""
+}
+
+# The walsender's ceiling: a client that reads like the relay and discards everything.
+run_drain() {
+  local wl=$1 rep=$2 slot=$3 n=$4 bytes=$5 end=$6 d="$WORK/$wl.$rep.drain"
+  mkdir -p "$d"
+  local t0 t1
+  t0=$(now_ns)
+  if ! /usr/bin/time -f '%U %S %M' -o "$d/time" "$TOOL" drain --pg "$PG" --slot "$slot" \
+    --publication bench_pub --end-lsn "$end" --timeout-s "$TIMEOUT" >"$d/out" 2>"$d/err"; then
+    cat "$d/err" >&2
+    return 1
+  fi
+  t1=$(now_ns)
+  local u s m
+  read -r u s m <"$d/time"
+  record "$wl" "$rep" drain "$n" "$bytes" "$(secs "$t0" "$t1")" "$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.3f", u + s }')" "$m" "" ""
 }
 
 # wait_confirmed SLOT LSN: returns when the slot's confirmed_flush_lsn reaches LSN (one query
@@ -314,6 +331,7 @@ for wl in $WORKLOADS; do
       case $c in
         decoder) run_decoder "$wl" "$rep" bench_decoder "$n" "$bytes" || { FAILED=1; log "FAILED: decoder $wl"; } ;;
         recvlogical) run_recvlogical "$wl" "$rep" bench_recvlogical "$n" "$bytes" "$end" || { FAILED=1; log "FAILED: pg_recvlogical $wl"; } ;;
+        drain) run_drain "$wl" "$rep" bench_drain "$n" "$bytes" "$end" || { FAILED=1; log "FAILED: drain $wl"; } ;;
         relay) run_relay "$wl" "$rep" bench_relay "$n" "$bytes" "$end" || { FAILED=1; log "FAILED: relay $wl"; } ;;
         debezium) run_debezium "$wl" "$rep" bench_debezium "$n" "$bytes" || { FAILED=1; log "FAILED: debezium $wl"; } ;;
       esac

@@ -13,8 +13,17 @@
 //       Consumes the topic from the beginning; for each record, latency = receive time minus the
 //       record timestamp (the relay stamps records with the transaction's commit time).
 //       Prints "<count> <p50_ms> <p99_ms> <max_ms>".
+//   drain --pg CONNINFO --slot S --publication P --end-lsn X/Y [--pause-us U] [--timeout-s S]
+//       The fastest streaming client we know, as the walsender's ceiling: START_REPLICATION on
+//       the slot, reads every message and discards it, until a Commit ends at or after the end
+//       LSN. It reads like the relay (pauses of up to U microseconds, default 500, while the
+//       stream is busy; 0 waits for readability) and sends no feedback. Prints the message
+//       count and the seconds it took.
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -25,6 +34,8 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -277,15 +288,103 @@ int create_topics(const std::map<std::string, std::string>& f) {
   return rc;
 }
 
+std::uint64_t parse_lsn(const std::string& text) {
+  unsigned hi = 0;
+  unsigned lo = 0;
+  if (std::sscanf(text.c_str(), "%X/%X", &hi, &lo) != 2) die("bad LSN " + text);
+  return (static_cast<std::uint64_t>(hi) << 32) | lo;
+}
+
+std::uint64_t be64(const char* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+int drain(const std::map<std::string, std::string>& f) {
+  const std::uint64_t end = parse_lsn(need(f, "end-lsn"));
+  const auto max_pause = std::chrono::microseconds(std::stoi(opt(f, "pause-us", "500")));
+  const auto deadline = Clock::now() + std::chrono::seconds(std::stoi(opt(f, "timeout-s", "600")));
+  PGconn* pg = PQconnectdb((need(f, "pg") + " replication=database").c_str());
+  if (PQstatus(pg) != CONNECTION_OK) die(PQerrorMessage(pg));
+  const std::string cmd = "START_REPLICATION SLOT " + need(f, "slot") +
+                          " LOGICAL 0/0 (proto_version '1', publication_names '" +
+                          need(f, "publication") + "')";
+  PGresult* r = PQexec(pg, cmd.c_str());
+  if (PQresultStatus(r) != PGRES_COPY_BOTH) die(PQerrorMessage(pg));
+  PQclear(r);
+  const int fd = PQsocket(pg);
+  auto backlogged = [fd] {
+    int queued = 0;
+    int rcvbuf = 0;
+    socklen_t len = sizeof rcvbuf;
+    ioctl(fd, FIONREAD, &queued);
+    getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len);
+    return std::pair<bool, bool>{queued > rcvbuf / 4, queued < 16384};
+  };
+  const auto t0 = Clock::now();
+  auto pause = max_pause;
+  long long messages = 0;
+  std::size_t window_bytes = 0;  // the relay's rate window (src/relay/relay.cpp, stream())
+  auto window_start = Clock::now();
+  bool busy = false;
+  for (bool done = false; !done;) {
+    char* buf = nullptr;
+    int n = PQgetCopyData(pg, &buf, 1);
+    if (n > 0) {
+      ++messages;
+      window_bytes += static_cast<std::size_t>(n);
+      // XLogData: 'w', start, end, time (25 bytes), then the pgoutput message; Commit: 'C',
+      // flags, commit LSN, end LSN.
+      if (n >= 43 && buf[0] == 'w' && buf[25] == 'C' && be64(buf + 35) >= end) done = true;
+      PQfreemem(buf);
+      continue;
+    }
+    if (n < 0) die(std::string("stream ended: ") + PQerrorMessage(pg));
+    if (Clock::now() > deadline) die("timed out before the end LSN");
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - window_start);
+    if (ms.count() >= 1) {
+      busy = window_bytes >= 8192 * static_cast<std::size_t>(ms.count());
+      window_bytes = 0;
+      window_start += ms;
+    }
+    if (busy && max_pause.count() > 0) {
+      // The relay's adaptive pause (src/relay/relay.cpp, stream()).
+      auto [full, thin] = backlogged();
+      if (full) {
+        pause = std::max(pause / 2, std::chrono::microseconds(25));
+      } else {
+        std::this_thread::sleep_for(pause);
+        std::tie(full, thin) = backlogged();
+        if (full) {
+          pause = std::max(pause / 2, std::chrono::microseconds(25));
+        } else if (thin) {
+          pause = std::min(pause + pause / 4 + std::chrono::microseconds(1), max_pause);
+        }
+      }
+    } else {
+      pollfd p{fd, POLLIN, 0};
+      poll(&p, 1, 1000);
+    }
+    if (!PQconsumeInput(pg)) die(PQerrorMessage(pg));
+  }
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("%lld %.4f\n", messages, took);
+  PQfinish(pg);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) die("usage: bench_tool wait-count|load-paced|latency --flag value ...");
+  if (argc < 2)
+    die("usage: bench_tool wait-count|load-paced|latency|create-topics|drain --flag value ...");
   const std::string cmd = argv[1];
   const auto f = parse_flags(argc, argv, 2);
   if (cmd == "wait-count") return wait_count(f);
   if (cmd == "load-paced") return load_paced(f);
   if (cmd == "latency") return latency(f);
   if (cmd == "create-topics") return create_topics(f);
+  if (cmd == "drain") return drain(f);
   die("unknown subcommand " + cmd);
 }

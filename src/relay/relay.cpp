@@ -74,8 +74,9 @@ constexpr std::uint64_t kIsolatedFlag = 1ULL << 62;
 
 // Frames handled between two turns of the io_context.
 constexpr std::size_t kYieldFrames = 256;
-constexpr std::size_t kBusyReadBytes = 8192;
+constexpr std::size_t kBusyBytesPerMs = 8192;
 constexpr std::chrono::microseconds kMinReadPause{25};
+constexpr std::size_t kThinBacklogBytes = 16384;  // one libpq read
 
 }  // namespace
 
@@ -328,8 +329,12 @@ class Relay::Impl {
   }
 
   awaitable<void> stream() {
-    std::size_t burst = 0;    // bytes of the frames handled since the socket was last read
     std::size_t handled = 0;  // frames handled since the last yield to the io_context
+    // The stream's rate, measured over windows of at least a millisecond: bytes of the frames
+    // handled since the window started.
+    std::size_t window_bytes = 0;
+    auto window_start = Clock::now();
+    bool busy = false;
     for (;;) {
       if (stopping_ || fatal_) co_return;
       if (backpressured()) {
@@ -343,10 +348,16 @@ class Relay::Impl {
       }
       std::optional<std::span<const std::byte>> frame = conn_->try_read();
       if (!frame) {
-        // Busy: the last read brought at least half of libpq's 16 KiB read. A trickle (a few
-        // messages per read) is read at once: pausing would only add wake-ups and latency.
-        bool busy = burst >= kBusyReadBytes;
-        burst = 0;
+        // Busy: the stream brings at least 8 MB/s (8 KiB per ms). A trickle is read at once:
+        // pausing would only add wake-ups and latency. Measured by rate, not per read: a
+        // reader that keeps up gets a few messages per read however fast the stream is.
+        if (auto ms =
+                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - window_start);
+            ms.count() >= 1) {
+          busy = window_bytes >= kBusyBytesPerMs * static_cast<std::size_t>(ms.count());
+          window_bytes = 0;
+          window_start += ms;
+        }
         if (busy && config_.read_pause.count() > 0) {
           // Paced reading while the stream is busy. The walsender sends every pgoutput message
           // with its own send(); read the moment the socket turns readable and each of them
@@ -375,7 +386,7 @@ class Relay::Impl {
         }
         continue;
       }
-      burst += frame->size();
+      window_bytes += frame->size();
       if (++handled % kYieldFrames == 0) {
         // A stream that never runs dry must not starve delivery reports and status updates.
         // The frame stays valid: nothing reads the connection meanwhile.
@@ -397,7 +408,7 @@ class Relay::Impl {
       pace_ = std::max(pace_ / 2, std::min(kMinReadPause, config_.read_pause));
       return true;
     }
-    if (b.queued < 2 * kBusyReadBytes) {
+    if (b.queued < kThinBacklogBytes) {
       pace_ = std::min(pace_ + pace_ / 4 + std::chrono::microseconds(1), config_.read_pause);
     }
     return false;
