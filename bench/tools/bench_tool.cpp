@@ -13,6 +13,13 @@
 //       Consumes the topic from the beginning; for each record, latency = receive time minus the
 //       record timestamp (the relay stamps records with the transaction's commit time).
 //       Prints "<count> <p50_ms> <p99_ms> <max_ms>".
+//   produce-latency --brokers B --topic T --rate R --seconds S [--delay-ms D]
+//                   [--metadata-request 0|1] [--X PROPERTY=VALUE]
+//       Kafka alone: produces 200-byte records with the relay's producer settings (idempotent,
+//       acks=all, linger.ms=5, lz4, headers id and type) at a fixed rate, starting D ms (500)
+//       after creating the producer, and prints "<count> <p50_ms> <p99_ms> <max_ms>" of
+//       produce-to-delivery-report latency (stderr: the same without the first 2 s).
+//       --metadata-request 0 leaves out the relay's immediate metadata request for the topic.
 //   drain --pg CONNINFO --slot S --publication P --end-lsn X/Y [--pause-us U] [--timeout-s S]
 //       The fastest streaming client we know, as the walsender's ceiling: START_REPLICATION on
 //       the slot, reads every message and discards it, until a Commit ends at or after the end
@@ -301,6 +308,95 @@ std::uint64_t be64(const char* p) {
   return v;
 }
 
+int produce_latency(const std::map<std::string, std::string>& f) {
+  const std::string topic = need(f, "topic");
+  const double rate = std::stod(need(f, "rate"));
+  const double seconds = std::stod(need(f, "seconds"));
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  char err[512];
+  for (const auto& [k, v] :
+       std::vector<std::pair<std::string, std::string>>{{"bootstrap.servers", need(f, "brokers")},
+                                                        {"enable.idempotence", "true"},
+                                                        {"acks", "all"},
+                                                        {"linger.ms", "5"},
+                                                        {"compression.codec", "lz4"},
+                                                        {"log_level", "3"}}) {
+    if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+      die(k + ": " + err);
+    }
+  }
+  if (auto x = opt(f, "X", ""); !x.empty()) {
+    auto eq = x.find('=');
+    if (rd_kafka_conf_set(conf, x.substr(0, eq).c_str(), x.substr(eq + 1).c_str(), err,
+                          sizeof err) != RD_KAFKA_CONF_OK)
+      die(err);
+  }
+  static std::vector<double> latencies;
+  static long long failures = 0;
+  rd_kafka_conf_set_dr_msg_cb(conf, [](rd_kafka_t*, const rd_kafka_message_t* m, void*) {
+    if (m->err) {
+      ++failures;
+      return;
+    }
+    auto sent = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(m->_private));
+    auto now =
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch())
+            .count();
+    latencies.push_back(static_cast<double>(now - sent) / 1000.0);
+  });
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  if (rk == nullptr) die(std::string("rd_kafka_new: ") + err);
+  const std::string value = "{\"data\": \"" + std::string(188, 'a') + "\"}";
+  const long long total = static_cast<long long>(rate * seconds);
+  rd_kafka_topic_t* warm_t = nullptr;
+  const auto start = Clock::now() + std::chrono::milliseconds(std::stoi(opt(f, "delay-ms", "500")));
+  for (long long k = 0; k < total; ++k) {
+    auto due = start + std::chrono::nanoseconds(static_cast<long long>(k * 1e9 / rate));
+    while (Clock::now() < due) {
+      rd_kafka_poll(rk, 0);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if (k == 0 && opt(f, "metadata-request", "1") == "1") {
+      // What the relay does for a new topic (src/kafka/producer.cpp, request_metadata()).
+      warm_t = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+      const rd_kafka_metadata_t* md = nullptr;
+      if (rd_kafka_metadata(rk, 0, warm_t, &md, 0) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_metadata_destroy(md);
+      }
+    }
+    std::string key = "agg-" + std::to_string(k % 1000);
+    std::string id = std::to_string(k);
+    auto sent =
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch())
+            .count();
+    rd_kafka_resp_err_t e = rd_kafka_producev(
+        rk, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_KEY(key.data(), key.size()),
+        RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+        RD_KAFKA_V_HEADER("id", id.data(), static_cast<ssize_t>(id.size())),
+        RD_KAFKA_V_HEADER("type", "OrderCreated", 12),
+        RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::intptr_t>(sent))),
+        RD_KAFKA_V_END);
+    if (e) die(std::string("produce: ") + rd_kafka_err2str(e));
+  }
+  rd_kafka_flush(rk, 60'000);
+  if (warm_t) rd_kafka_topic_destroy(warm_t);
+  rd_kafka_destroy(rk);
+  if (latencies.empty()) die("no deliveries");
+  if (latencies.size() > 2 * static_cast<std::size_t>(rate)) {
+    // Delivery order is about production order: without the first 2 s (start-up).
+    std::vector<double> rest(latencies.begin() + 2 * static_cast<std::size_t>(rate),
+                             latencies.end());
+    std::sort(rest.begin(), rest.end());
+    std::fprintf(stderr, "after the first 2 s: p50 %.1f p99 %.1f max %.1f\n", rest[rest.size() / 2],
+                 rest[static_cast<std::size_t>(0.99 * (rest.size() - 1))], rest.back());
+  }
+  std::sort(latencies.begin(), latencies.end());
+  auto q = [](double p) { return latencies[static_cast<std::size_t>(p * (latencies.size() - 1))]; };
+  std::printf("%zu %.1f %.1f %.1f\n", latencies.size(), q(0.5), q(0.99), latencies.back());
+  return failures == 0 ? 0 : 1;
+}
+
 int drain(const std::map<std::string, std::string>& f) {
   const std::uint64_t end = parse_lsn(need(f, "end-lsn"));
   const auto max_pause = std::chrono::microseconds(std::stoi(opt(f, "pause-us", "500")));
@@ -378,7 +474,8 @@ int drain(const std::map<std::string, std::string>& f) {
 
 int main(int argc, char** argv) {
   if (argc < 2)
-    die("usage: bench_tool wait-count|load-paced|latency|create-topics|drain --flag value ...");
+    die("usage: bench_tool wait-count|load-paced|latency|create-topics|drain|produce-latency "
+        "--flag value ...");
   const std::string cmd = argv[1];
   const auto f = parse_flags(argc, argv, 2);
   if (cmd == "wait-count") return wait_count(f);
@@ -386,5 +483,6 @@ int main(int argc, char** argv) {
   if (cmd == "latency") return latency(f);
   if (cmd == "create-topics") return create_topics(f);
   if (cmd == "drain") return drain(f);
+  if (cmd == "produce-latency") return produce_latency(f);
   die("unknown subcommand " + cmd);
 }
