@@ -211,7 +211,10 @@ def main():
                   (f" Relay's own commit-to-ack histogram (/metrics): p50 <= {latency['ack_histogram_p50_ms_le']:g} ms, "
                    f"p99 <= {latency['ack_histogram_p99_ms_le']:g} ms (bucket bounds)." if "ack_histogram_p99_ms_le" in latency else "") +
                   (f" Commit to read by the relay (per transaction, before Kafka): p50 <= {latency['read_histogram_p50_ms_le']:g} ms, "
-                   f"p99 <= {latency['read_histogram_p99_ms_le']:g} ms." if "read_histogram_p99_ms_le" in latency else "") + "\n")
+                   f"p99 <= {latency['read_histogram_p99_ms_le']:g} ms." if "read_histogram_p99_ms_le" in latency else "") +
+                  (f" Kafka alone at the same rate (bench_tool produce-latency, same producer settings, produce to "
+                   f"delivery report): p50 {latency['kafka_alone_p50_ms']} ms, p99 {latency['kafka_alone_p99_ms']} ms, "
+                   f"max {latency['kafka_alone_max_ms']} ms." if isinstance(latency.get("kafka_alone_p99_ms"), float) else "") + "\n")
     if micro:
         md.append("\n**Micro-benchmark** (decode + map per event, bench_decode_map): " +
                   "; ".join(f"{m['name']}: {m['ns_per_event']:.1f} ns/event, {m['allocs_per_event']} allocations/event" for m in micro) + "\n")

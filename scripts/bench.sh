@@ -382,9 +382,18 @@ if [ "$LATENCY" = 1 ]; then
   psql_q -c "SELECT pg_drop_replication_slot('bench_latency')" >/dev/null || true
   read -r lat_n lat_p50 lat_p99 lat_max <"$d/consumer" || true
   read -r _ lat_rate <"$d/loader" || true
-  printf 'rate=%s achieved=%s seconds=%s events=%s p50_ms=%s p99_ms=%s max_ms=%s cpu_s=%s rss_kb=%s\n' \
+  # Kafka alone at the same rate (same producer settings, no PostgreSQL, no relay): the floor.
+  ktopic="bench.$RUN_ID.kafka-alone"
+  "$TOOL" create-topics --brokers "$BROKERS" --topics "$ktopic"
+  if ! "$TOOL" produce-latency --brokers "$BROKERS" --topic "$ktopic" --rate "$LAT_RATE" \
+    --seconds "$LAT_SECONDS" >"$d/kafka-alone" 2>"$d/kafka-alone.err"; then
+    FAILED=1
+    log "FAILED: produce-latency (Kafka alone)"
+  fi
+  read -r _ k_p50 k_p99 k_max <"$d/kafka-alone" || true
+  printf 'rate=%s achieved=%s seconds=%s events=%s p50_ms=%s p99_ms=%s max_ms=%s cpu_s=%s rss_kb=%s kafka_alone_p50_ms=%s kafka_alone_p99_ms=%s kafka_alone_max_ms=%s\n' \
     "$LAT_RATE" "${lat_rate:-}" "$LAT_SECONDS" "${lat_n:-}" "${lat_p50:-}" "${lat_p99:-}" \
-    "${lat_max:-}" "$lat_cpu" "$lat_rss" >"$LAT"
+    "${lat_max:-}" "$lat_cpu" "$lat_rss" "${k_p50:-}" "${k_p99:-}" "${k_max:-}" >"$LAT"
   [ -f "$d/metrics" ] && cp "$d/metrics" "$WORK/latency.metrics"
   log "latency: $(cat "$LAT")"
 fi
