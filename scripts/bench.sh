@@ -345,6 +345,10 @@ drop_bench_slots
 LAT="$WORK/latency.txt"
 if [ "$LATENCY" = 1 ]; then
   log "== latency: $LAT_RATE events/s for $LAT_SECONDS s"
+  # The throughput runs leave hundreds of MB of dirty pages (Kafka's logs, the WAL); written back
+  # during the run they stall the broker's appends. Flush them first, then let things settle.
+  sync
+  sleep "$SETTLE"
   psql_q -f "$REPO/bench/load/schema.sql" 2>/dev/null >/dev/null
   psql_q -c "SELECT pg_create_logical_replication_slot('bench_latency', 'pgoutput')" >/dev/null
   topic="bench.$RUN_ID.latency"
