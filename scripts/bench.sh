@@ -172,39 +172,36 @@ SQL
   record "$wl" "$rep" decoder "$n" "$bytes" "$(secs "$(cat "$d/t0")" "$(cat "$d/t1")")" "$cpu" "$(cat "$d/rss")" "" ""
 }
 
-run_recvlogical() {
-  local wl=$1 rep=$2 slot=$3 n=$4 bytes=$5 end=$6 d="$WORK/$wl.$rep.recvlogical"
+# run_timed CONSUMER WL REP N BYTES CMD...: runs a client that exits at the end LSN, records its
+# wall time, CPU (user+sys) and peak RSS; its output goes to the consumer's directory.
+run_timed() {
+  local consumer=$1 wl=$2 rep=$3 n=$4 bytes=$5 d="$WORK/$2.$3.$1"
+  shift 5
   mkdir -p "$d"
-  local t0 t1
+  local t0 t1 u s m
   t0=$(now_ns)
-  # -F 0: no fsync of the output (it is /dev/null); --endpos: exit at the last commit's end.
-  if ! timeout "$TIMEOUT" /usr/bin/time -f '%U %S %M' -o "$d/time" \
-    pg_recvlogical -d "$PG" --slot="$slot" --start --no-loop -F 0 -E "$end" \
-    -o proto_version=1 -o publication_names=bench_pub -f /dev/null 2>"$d/err"; then
+  if ! timeout "$TIMEOUT" /usr/bin/time -f '%U %S %M' -o "$d/time" "$@" >"$d/out" 2>"$d/err"; then
     cat "$d/err" >&2
     return 1
   fi
   t1=$(now_ns)
-  local u s m
   read -r u s m <"$d/time"
-  record "$wl" "$rep" recvlogical "$n" "$bytes" "$(secs "$t0" "$t1")" "$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.3f", u + s }')" "$m" "" ""
+  record "$wl" "$rep" "$consumer" "$n" "$bytes" "$(secs "$t0" "$t1")" "$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.3f", u + s }')" "$m" "" ""
+}
+
+run_recvlogical() {
+  local wl=$1 rep=$2 slot=$3 n=$4 bytes=$5 end=$6
+  # -F 0: no fsync of the output (it is /dev/null); --endpos: exit at the last commit's end.
+  run_timed recvlogical "$wl" "$rep" "$n" "$bytes" \
+    pg_recvlogical -d "$PG" --slot="$slot" --start --no-loop -F 0 -E "$end" \
+    -o proto_version=1 -o publication_names=bench_pub -f /dev/null
 }
 
 # The walsender's ceiling: a client that reads like the relay and discards everything.
 run_drain() {
-  local wl=$1 rep=$2 slot=$3 n=$4 bytes=$5 end=$6 d="$WORK/$wl.$rep.drain"
-  mkdir -p "$d"
-  local t0 t1
-  t0=$(now_ns)
-  if ! /usr/bin/time -f '%U %S %M' -o "$d/time" "$TOOL" drain --pg "$PG" --slot "$slot" \
-    --publication bench_pub --end-lsn "$end" --timeout-s "$TIMEOUT" >"$d/out" 2>"$d/err"; then
-    cat "$d/err" >&2
-    return 1
-  fi
-  t1=$(now_ns)
-  local u s m
-  read -r u s m <"$d/time"
-  record "$wl" "$rep" drain "$n" "$bytes" "$(secs "$t0" "$t1")" "$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.3f", u + s }')" "$m" "" ""
+  local wl=$1 rep=$2 slot=$3 n=$4 bytes=$5 end=$6
+  run_timed drain "$wl" "$rep" "$n" "$bytes" "$TOOL" drain --pg "$PG" --slot "$slot" \
+    --publication bench_pub --end-lsn "$end" --timeout-s "$TIMEOUT"
 }
 
 # wait_confirmed SLOT LSN: returns when the slot's confirmed_flush_lsn reaches LSN (one query

@@ -74,9 +74,59 @@ constexpr std::uint64_t kIsolatedFlag = 1ULL << 62;
 
 // Frames handled between two turns of the io_context.
 constexpr std::size_t kYieldFrames = 256;
-constexpr std::size_t kBusyBytesPerMs = 8192;
-constexpr std::chrono::microseconds kMinReadPause{25};
-constexpr std::size_t kThinBacklogBytes = 16384;  // one libpq read
+
+// Paced reading while the stream is busy. The walsender sends every pgoutput message with its
+// own send(); read the moment the socket turns readable and each of them becomes a TCP segment
+// of its own and a wake-up, which costs the walsender (the bottleneck on a small machine) more
+// than decoding. A short pause lets the socket fill: the kernel then carries the messages in
+// large segments. The pause adapts below the configured maximum: it halves when the socket holds
+// more than a quarter of its receive buffer (read now: the server may be about to block on us,
+// so pacing never throttles) and grows by a quarter while it held less than one libpq read.
+class ReadPacer {
+ public:
+  explicit ReadPacer(std::chrono::microseconds max) : max_(max), pause_(max) {}
+
+  void on_frame(std::size_t bytes) { window_bytes_ += bytes; }
+
+  // Busy: the stream brings at least 8 MB/s (8 KiB per ms), measured over windows of at least a
+  // millisecond. A trickle is read at once: pausing would only add wake-ups and latency. By
+  // rate, not per read: a reader that keeps up gets a few messages per read however fast the
+  // stream is.
+  bool busy(Clock::time_point now) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - window_start_);
+    if (ms.count() >= 1) {
+      busy_ = window_bytes_ >= kBusyBytesPerMs * static_cast<std::size_t>(ms.count());
+      window_bytes_ = 0;
+      window_start_ += ms;
+    }
+    return busy_ && max_.count() > 0;
+  }
+
+  // Adapts the pause to the socket's backlog; true when the reader should read without pausing.
+  bool read_now(const pg::ReplicationConnection::Backlog& b) {
+    if (b.queued > b.capacity / 4) {
+      pause_ = std::max(pause_ / 2, std::min(kMinPause, max_));
+      return true;
+    }
+    if (b.queued < kThinBacklogBytes) {
+      pause_ = std::min(pause_ + pause_ / 4 + std::chrono::microseconds(1), max_);
+    }
+    return false;
+  }
+
+  std::chrono::microseconds pause() const { return pause_; }
+
+ private:
+  static constexpr std::size_t kBusyBytesPerMs = 8192;
+  static constexpr std::chrono::microseconds kMinPause{25};
+  static constexpr std::size_t kThinBacklogBytes = 16384;  // one libpq read
+
+  std::chrono::microseconds max_;
+  std::chrono::microseconds pause_;
+  std::size_t window_bytes_ = 0;
+  Clock::time_point window_start_ = Clock::now();
+  bool busy_ = false;
+};
 
 }  // namespace
 
@@ -330,11 +380,7 @@ class Relay::Impl {
 
   awaitable<void> stream() {
     std::size_t handled = 0;  // frames handled since the last yield to the io_context
-    // The stream's rate, measured over windows of at least a millisecond: bytes of the frames
-    // handled since the window started.
-    std::size_t window_bytes = 0;
-    auto window_start = Clock::now();
-    bool busy = false;
+    ReadPacer pacer(config_.read_pause);
     for (;;) {
       if (stopping_ || fatal_) co_return;
       if (backpressured()) {
@@ -348,32 +394,13 @@ class Relay::Impl {
       }
       std::optional<std::span<const std::byte>> frame = conn_->try_read();
       if (!frame) {
-        // Busy: the stream brings at least 8 MB/s (8 KiB per ms). A trickle is read at once:
-        // pausing would only add wake-ups and latency. Measured by rate, not per read: a
-        // reader that keeps up gets a few messages per read however fast the stream is.
-        if (auto ms =
-                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - window_start);
-            ms.count() >= 1) {
-          busy = window_bytes >= kBusyBytesPerMs * static_cast<std::size_t>(ms.count());
-          window_bytes = 0;
-          window_start += ms;
-        }
-        if (busy && config_.read_pause.count() > 0) {
-          // Paced reading while the stream is busy. The walsender sends every pgoutput message
-          // with its own send(); read the moment the socket turns readable and each of them
-          // becomes a TCP segment of its own and a wake-up, which costs the walsender (the
-          // bottleneck on a small machine) more than decoding. A short pause lets the socket
-          // fill: the kernel then carries the messages in large segments. A backlog of more
-          // than a quarter of the receive buffer is read at once, so pacing never throttles.
-          // The pause adapts: it halves when the socket was more than a quarter full (the
-          // server may be about to block on us) and grows by a quarter, up to --read-pause,
-          // while it held less than one read. Its own timer: delivery reports, which wake
-          // wait_for_change(), must not cut it short.
-          if (!adapt_pace(conn_->backlog())) {
-            pace_timer_.expires_after(pace_);
+        if (pacer.busy(Clock::now())) {
+          // Its own timer: delivery reports, which wake wait_for_change(), must not cut it short.
+          if (!pacer.read_now(conn_->backlog())) {
+            pace_timer_.expires_after(pacer.pause());
             boost::system::error_code ec;
             co_await pace_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
-            adapt_pace(conn_->backlog());
+            pacer.read_now(conn_->backlog());
           }
           if (stopping_ || fatal_) co_return;
           conn_->read_available();
@@ -386,7 +413,7 @@ class Relay::Impl {
         }
         continue;
       }
-      window_bytes += frame->size();
+      pacer.on_frame(frame->size());
       if (++handled % kYieldFrames == 0) {
         // A stream that never runs dry must not starve delivery reports and status updates.
         // The frame stays valid: nothing reads the connection meanwhile.
@@ -398,20 +425,6 @@ class Relay::Impl {
         if (stopping_ || fatal_) co_return;
       }
     }
-  }
-
-  // Returns true (and halves the pause) when the socket holds more than a quarter of its
-  // receive buffer: read now, the server may be about to block on us. A pause that left less
-  // than two reads' worth grows by a quarter, up to --read-pause.
-  bool adapt_pace(const pg::ReplicationConnection::Backlog& b) {
-    if (b.queued > b.capacity / 4) {
-      pace_ = std::max(pace_ / 2, std::min(kMinReadPause, config_.read_pause));
-      return true;
-    }
-    if (b.queued < kThinBacklogBytes) {
-      pace_ = std::min(pace_ + pace_ / 4 + std::chrono::microseconds(1), config_.read_pause);
-    }
-    return false;
   }
 
   // Hysteresis: reading stops at the bounds and resumes only once half of them is free, so the
@@ -749,7 +762,6 @@ class Relay::Impl {
   AckTracker tracker_;
   asio::steady_timer wake_;
   asio::steady_timer pace_timer_;  // the read pause of stream()
-  std::chrono::microseconds pace_{config_.read_pause};
   asio::steady_timer status_timer_;
   asio::steady_timer backoff_timer_;
   std::mt19937_64 rng_;
