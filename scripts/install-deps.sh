@@ -8,7 +8,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 packages=(
   build-essential g++ cmake ninja-build pkg-config
-  postgresql-15 postgresql-client-15 libpq-dev
+  postgresql-15 postgresql-client-15 libpq-dev openssl
   libboost-dev librdkafka-dev libsimdjson-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format

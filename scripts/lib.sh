@@ -74,7 +74,9 @@ PG_PORT="${OUTBOX_PG_PORT:-55432}"
 PG_HOST=127.0.0.1
 PG_DB=outbox
 PG_USER=postgres
-PG_CONNINFO="host=$PG_HOST port=$PG_PORT dbname=$PG_DB user=$PG_USER"
+# The server also accepts TLS (pg-up.sh); sslmode=disable keeps tests and benchmarks on plain TCP
+# unless they ask for TLS (libpq's default, prefer, would pick TLS for everything).
+PG_CONNINFO="host=$PG_HOST port=$PG_PORT dbname=$PG_DB user=$PG_USER sslmode=disable"
 
 # pg_root: directory holding data/, sock/ and log/. Normally $LOCAL_DIR/pg; pg-up.sh makes
 # it a symlink to a directory under /var/tmp when the postgres user cannot reach the

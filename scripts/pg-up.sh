@@ -2,7 +2,8 @@
 # Starts a throwaway PostgreSQL 15 cluster under $REPO/.local/pg (created on first use) and
 # prints its conninfo on stdout. Already running: just prints the conninfo.
 #   port: ${OUTBOX_PG_PORT:-55432}, 127.0.0.1 only, trust auth, superuser postgres,
-#   wal_level=logical, database `outbox`.
+#   wal_level=logical, database `outbox`, TLS accepted with a self-signed certificate (the
+#   printed conninfo says sslmode=disable; append sslmode=require to use TLS).
 # Writes OUTBOX_PG, OUTBOX_PG_DATA and OUTBOX_PG_BIN to $REPO/.local/env.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -79,6 +80,19 @@ if [ ! -f "$DATA/PG_VERSION" ]; then
   echo "include_if_exists = 'outbox-relay.conf'" | as_pg tee -a "$DATA/postgresql.conf" >/dev/null
 fi
 
+# A self-signed certificate so that TLS connections can be tested (created once).
+if [ ! -f "$DATA/server.crt" ]; then
+  command -v openssl >/dev/null || die "openssl not found; run scripts/install-deps.sh"
+  if ! openssl req -new -x509 -days 3650 -nodes -subj "/CN=$PG_HOST" \
+    -keyout "$DATA/server.key" -out "$DATA/server.crt" >"$LOGDIR/openssl.log" 2>&1; then
+    cat "$LOGDIR/openssl.log" >&2
+    rm -f "$DATA/server.key" "$DATA/server.crt"
+    die "openssl could not create a certificate"
+  fi
+  chmod 600 "$DATA/server.key"
+  is_root && chown postgres:postgres "$DATA/server.key" "$DATA/server.crt"
+fi
+
 # Regenerated on every start so that OUTBOX_PG_PORT (and edits here) take effect.
 # fsync and friends stay at their defaults: the tests exercise crash behaviour.
 as_pg tee "$DATA/outbox-relay.conf" >/dev/null <<EOF
@@ -90,6 +104,7 @@ wal_level = logical
 max_wal_senders = 20
 max_replication_slots = 20
 shared_buffers = 128MB
+ssl = on
 EOF
 
 if ! running; then

@@ -1,6 +1,7 @@
 #include "outbox/pg/replication_connection.hpp"
 
 #include <libpq-fe.h>
+#include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -31,6 +32,15 @@ Error result_error(PGconn* c, const PGresult* r, const std::string& what) {
   std::string msg = one_line(PQresultErrorMessage(r));
   if (msg.empty()) msg = one_line(PQerrorMessage(c));
   return Error(what + ": " + msg, state ? state : "", PQstatus(c) == CONNECTION_BAD);
+}
+
+// Over TLS, libpq reads one TLS record at a time into whatever room its buffer has; the rest of
+// the record stays decrypted inside OpenSSL, where a wait on the socket cannot see it (libpq's
+// own waits check for it the same way). A wait for input must not start while some is pending.
+bool tls_input_pending(PGconn* c) {
+  if (!PQsslInUse(c)) return false;
+  auto* ssl = static_cast<SSL*>(PQsslStruct(c, "OpenSSL"));
+  return ssl != nullptr && SSL_pending(ssl) > 0;
 }
 
 }  // namespace
@@ -103,7 +113,9 @@ struct ReplicationConnection::Impl : std::enable_shared_from_this<Impl> {
     ResultHandle last;
     for (;;) {
       while (PQisBusy(conn.get())) {
-        co_await wait_until(asio::posix::stream_descriptor::wait_read, until, what);
+        if (!tls_input_pending(conn.get())) {
+          co_await wait_until(asio::posix::stream_descriptor::wait_read, until, what);
+        }
         if (!PQconsumeInput(conn.get())) throw conn_error(conn.get(), what);
       }
       ResultHandle r(PQgetResult(conn.get()));
@@ -254,7 +266,9 @@ std::optional<std::span<const std::byte>> ReplicationConnection::try_read() {
 }
 
 awaitable<void> ReplicationConnection::wait_readable() {
-  co_await impl_->wait(asio::posix::stream_descriptor::wait_read);
+  if (!tls_input_pending(impl_->conn.get())) {
+    co_await impl_->wait(asio::posix::stream_descriptor::wait_read);
+  }
   if (!PQconsumeInput(impl_->conn.get())) {
     throw conn_error(impl_->conn.get(), "reading the replication stream");
   }

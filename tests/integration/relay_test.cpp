@@ -78,6 +78,14 @@ std::string describe(const Record& record) {
   return out.str();
 }
 
+// `conninfo` with keyword=value added, for both forms libpq takes (a later keyword wins).
+std::string with_conninfo_param(const std::string& conninfo, const std::string& keyword,
+                                const std::string& value) {
+  const bool uri = conninfo.rfind("postgresql://", 0) == 0 || conninfo.rfind("postgres://", 0) == 0;
+  if (!uri) return conninfo + " " + keyword + "=" + value;
+  return conninfo + (conninfo.find('?') == std::string::npos ? "?" : "&") + keyword + "=" + value;
+}
+
 // Records in Kafka order: by topic, partition, offset.
 std::vector<const Record*> in_kafka_order(const std::vector<Record>& records) {
   std::vector<const Record*> sorted;
@@ -253,6 +261,29 @@ class RelayIntegration : public ::testing::Test {
                    std::to_string(java_partition(*record.key, *partitions)) +
                    "): " + describe(record));
     }
+  }
+
+  // Every record in Kafka is a committed row, matches it, and each aggregate's records are in
+  // commit order.
+  Problems check_committed_in_order(KafkaReader& reader,
+                                    const std::unordered_map<std::string, OutboxRow>& rows) {
+    Problems problems;
+    std::map<std::string, std::int64_t> last_seq_by_aggregate;
+    for (const Record* record : in_kafka_order(reader.records())) {
+      auto id = record->headers.find("id");
+      auto row = id == record->headers.end() ? rows.end() : rows.find(id->second);
+      if (row == rows.end()) {
+        problems.add("not a committed event: " + describe(*record));
+        continue;
+      }
+      check_record_matches_row(*record, row->second, reader, problems);
+      auto last = last_seq_by_aggregate.find(row->second.aggregateid);
+      if (last != last_seq_by_aggregate.end() && last->second >= row->second.seq) {
+        problems.add("not in commit order: " + describe(*record));
+      }
+      last_seq_by_aggregate[row->second.aggregateid] = row->second.seq;
+    }
+    return problems;
   }
 
   std::string conninfo_;
@@ -489,24 +520,63 @@ TEST_F(RelayIntegration, BrokerStopped) {
 
   auto rows = committed_rows();
   ASSERT_EQ(rows.size(), expected);
-  Problems problems;
-  std::map<std::string, std::int64_t> last_seq_by_aggregate;
-  for (const Record* record : in_kafka_order(reader.records())) {
-    auto id = record->headers.find("id");
-    auto row = id == record->headers.end() ? rows.end() : rows.find(id->second);
-    if (row == rows.end()) {
-      problems.add("not a committed event: " + describe(*record));
-      continue;
-    }
-    check_record_matches_row(*record, row->second, reader, problems);
-    auto last = last_seq_by_aggregate.find(row->second.aggregateid);
-    if (last != last_seq_by_aggregate.end() && last->second >= row->second.seq) {
-      problems.add("not in commit order: " + describe(*record));
-    }
-    last_seq_by_aggregate[row->second.aggregateid] = row->second.seq;
-  }
+  const Problems problems = check_committed_in_order(reader, rows);
   EXPECT_EQ(problems.count(), 0u) << problems.describe();
   EXPECT_EQ(reader.records().size(), expected) << "the idempotent producer adds no duplicates";
+
+  const auto exit_code = relay.terminate(40s);
+  ASSERT_TRUE(exit_code.has_value()) << "relay did not stop within 40 s of SIGTERM";
+  EXPECT_EQ(*exit_code, 0);
+}
+
+// The relay reads the WAL over TLS (sslmode=require): events of 100 bytes to 40 KiB, larger than
+// a TLS record (16 KiB) and than libpq's initial buffer, all arrive once, intact and in order,
+// each burst before the next is committed, and the slot confirms them.
+TEST_F(RelayIntegration, Tls) {
+  constexpr int kBursts = 8;
+  constexpr int kEventsPerBurst = 12;
+  constexpr int kPadSizes[] = {100, 9000, 17000, 40000};
+
+  create_outbox_table();
+  const std::string plain_conninfo = conninfo_;
+  conninfo_ = with_conninfo_param(conninfo_, "sslmode", "require");
+  RelayProcess& relay = start_relay();
+  conninfo_ = plain_conninfo;
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  EXPECT_EQ(pg_->scalar("SELECT s.ssl::text FROM pg_replication_slots r JOIN pg_stat_ssl s ON "
+                        "s.pid = r.active_pid WHERE r.slot_name = $1",
+                        {slot_}),
+            std::optional<std::string>("true"))
+      << "the relay's replication connection does not use TLS";
+
+  KafkaReader reader(brokers_, {topics_[0]});
+  int seq = 0;
+  for (int burst = 0; burst < kBursts; ++burst) {
+    std::string sql = "BEGIN;";
+    for (int e = 0; e < kEventsPerBurst; ++e) {
+      ++seq;
+      sql += "INSERT INTO " + qualified_table() +
+             " (aggregatetype, aggregateid, type, payload) VALUES ('" + aggregatetypes_[0] +
+             "', 'agg-" + std::to_string(seq % 3) + "', 'Event', jsonb_build_object('seq', " +
+             std::to_string(seq) + ", 'pad', repeat('x', " + std::to_string(kPadSizes[seq % 4]) +
+             ")));";
+      // Half of the bursts are one transaction, the others one transaction per event.
+      if (burst % 2 == 1) sql += "COMMIT; BEGIN;";
+    }
+    pg_->exec(sql + "COMMIT;");
+    DistinctIds burst_ids(static_cast<std::size_t>(seq));
+    ASSERT_TRUE(reader.read_until(std::ref(burst_ids), 20s))
+        << burst_ids.count() << " of " << seq << " events in Kafka 20 s after burst " << burst;
+  }
+  const Lsn lsn_after_inserts = pg_->current_wal_lsn();
+  expect_confirmed_reaches(lsn_after_inserts, 30s);
+  reader.read_for(1s);
+
+  auto rows = committed_rows();
+  ASSERT_EQ(rows.size(), static_cast<std::size_t>(seq));
+  const Problems problems = check_committed_in_order(reader, rows);
+  EXPECT_EQ(problems.count(), 0u) << problems.describe();
+  EXPECT_EQ(reader.records().size(), static_cast<std::size_t>(seq)) << "each event exactly once";
 
   const auto exit_code = relay.terminate(40s);
   ASSERT_TRUE(exit_code.has_value()) << "relay did not stop within 40 s of SIGTERM";

@@ -77,7 +77,8 @@ class ReplicationConnection {
   // connection broke or the server ended the stream (with the server's message).
   std::optional<std::span<const std::byte>> try_read();
 
-  // Waits until the socket is readable and reads what arrived into libpq's buffer. Throws
+  // Waits until input arrived (on the socket, or decrypted already and held by TLS) and reads it
+  // into libpq's buffer. Throws
   // boost::system::system_error(operation_aborted) after cancel(), Error on a broken connection.
   boost::asio::awaitable<void> wait_readable();
 
