@@ -60,7 +60,7 @@ running() {
 }
 
 # Fast path: already up.
-if running && "$PG_BIN/pg_isready" -q -h "$PG_HOST" -p "$PG_PORT" -d postgres -U "$PG_USER"; then
+if running && [ -f "$DATA/server.crt" ] && "$PG_BIN/pg_isready" -q -h "$PG_HOST" -p "$PG_PORT" -d postgres -U "$PG_USER"; then
   write_env
   printf '%s\n' "$PG_CONNINFO"
   exit 0
@@ -113,6 +113,9 @@ if ! running; then
     tail -n 30 "$LOGFILE" >&2 || true
     die "pg_ctl start failed"
   fi
+else
+  # Running from before the certificate existed: TLS takes effect on reload.
+  pg_ctl reload -D "$DATA" >/dev/null
 fi
 
 if ! wait_until 60 "pg_isready on $PG_HOST:$PG_PORT" \
