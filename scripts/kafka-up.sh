@@ -142,7 +142,12 @@ if ! pid="$(kafka_pid)"; then
     cd "$KAFKA_DIR"
     # setsid: own session, so a Ctrl-C or a test harness killing our process group
     # does not take the broker down with it.
-    exec nohup setsid java -Xms512m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    # Kafka's own start script's 1 GiB heap, touched up front (no page faults later), with ZGC:
+    # under G1 this broker's young collections paused it for 100-500 ms every few seconds at
+    # 5,000 events/s on 2 cores (gc.log: "Scan Heap Roots"), which stalled every producer's
+    # acknowledgements; ZGC's pauses stay under a millisecond. GC log beside the server log.
+    exec nohup setsid java -Xms1g -Xmx1g -XX:+AlwaysPreTouch -XX:+UseZGC \
+      -Xlog:gc=info,safepoint=info:file="$KAFKA_DIR/gc.log":utctime,uptime:filecount=2,filesize=20m \
       -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
       -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2.properties" \
       -Dkafka.logs.dir="$KAFKA_DIR" \

@@ -9,10 +9,11 @@
 //       synchronous_commit as configured (on). Prints "<inserted> <achieved_rate>".
 //   create-topics --brokers B --topics T1,T2,... [--partitions P]
 //       Creates the topics (P partitions, default 3, replication 1); existing ones are fine.
-//   latency --brokers B --topic T --count N [--timeout-s S]
+//   latency --brokers B --topic T --count N [--timeout-s S] [--dump FILE]
 //       Consumes the topic from the beginning; for each record, latency = receive time minus the
 //       record timestamp (the relay stamps records with the transaction's commit time).
-//       Prints "<count> <p50_ms> <p99_ms> <max_ms>".
+//       Prints "<count> <p50_ms> <p99_ms> <max_ms>"; --dump writes "<commit_ms> <latency_ms>"
+//       per record, in the order received, to see when the slow ones were committed.
 //   produce-latency --brokers B --topic T --rate R --seconds S [--delay-ms D]
 //                   [--metadata-request 0|1] [--X PROPERTY=VALUE]
 //       Kafka alone: produces 200-byte records with the relay's producer settings (idempotent,
@@ -211,12 +212,13 @@ int latency(const std::map<std::string, std::string>& f) {
   const std::string topic = need(f, "topic");
   const long long count = std::stoll(need(f, "count"));
   const auto deadline = Clock::now() + std::chrono::seconds(std::stoi(opt(f, "timeout-s", "600")));
-  rd_kafka_t* rk = new_client(RD_KAFKA_CONSUMER, need(f, "brokers"),
-                              {{"group.id", "bench-latency"},
-                               {"enable.auto.commit", "false"},
-                               {"fetch.wait.max.ms", "5"},
-                               {"fetch.error.backoff.ms", "5"},
-                               {"allow.auto.create.topics", "true"}});
+  rd_kafka_t* rk = new_client(
+      RD_KAFKA_CONSUMER, need(f, "brokers"),
+      {{"group.id", "bench-latency"},
+       {"enable.auto.commit", "false"},
+       {"fetch.wait.max.ms", "500"},  // fetch.min.bytes=1: returns as soon as data is there
+       {"fetch.error.backoff.ms", "5"},
+       {"allow.auto.create.topics", "true"}});
   int nparts = 0;
   while (nparts == 0 && Clock::now() < deadline) {
     nparts = partitions(rk, topic);
@@ -231,6 +233,9 @@ int latency(const std::map<std::string, std::string>& f) {
   rd_kafka_topic_partition_list_destroy(parts);
   std::vector<double> lat;
   lat.reserve(static_cast<std::size_t>(count));
+  std::vector<std::int64_t> commit_ms;
+  const std::string dump = opt(f, "dump", "");
+  if (!dump.empty()) commit_ms.reserve(static_cast<std::size_t>(count));
   while (static_cast<long long>(lat.size()) < count && Clock::now() < deadline) {
     rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
     if (m == nullptr) continue;
@@ -239,12 +244,21 @@ int latency(const std::map<std::string, std::string>& f) {
       rd_kafka_timestamp_type_t tt;
       const std::int64_t ts = rd_kafka_message_timestamp(m, &tt);
       lat.push_back(static_cast<double>(now_ms - ts));
+      if (!dump.empty()) commit_ms.push_back(ts);
     }
     rd_kafka_message_destroy(m);
   }
   rd_kafka_consumer_close(rk);
   rd_kafka_destroy(rk);
   if (lat.empty()) die("no records consumed");
+  if (!dump.empty()) {
+    std::FILE* out = std::fopen(dump.c_str(), "w");
+    if (out == nullptr) die("cannot write " + dump);
+    for (std::size_t i = 0; i < lat.size(); ++i) {
+      std::fprintf(out, "%lld %.0f\n", static_cast<long long>(commit_ms[i]), lat[i]);
+    }
+    std::fclose(out);
+  }
   std::sort(lat.begin(), lat.end());
   auto pct = [&](double q) {
     return lat[std::min(lat.size() - 1,
