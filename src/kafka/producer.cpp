@@ -6,11 +6,15 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace outbox::kafka {
 namespace {
@@ -101,15 +105,56 @@ Failure classify(rd_kafka_resp_err_t err) {
   }
 }
 
+using Partitioner = int32_t (*)(const rd_kafka_topic_t*, const void*, size_t, int32_t, void*,
+                                void*);
+
+// librdkafka's built-in partitioner of that name (the "partitioner" property), or nullptr.
+Partitioner builtin_partitioner(std::string_view name) {
+  static constexpr std::pair<std::string_view, Partitioner> kBuiltins[] = {
+      {"random", &rd_kafka_msg_partitioner_random},
+      {"consistent", &rd_kafka_msg_partitioner_consistent},
+      {"consistent_random", &rd_kafka_msg_partitioner_consistent_random},
+      {"murmur2", &rd_kafka_msg_partitioner_murmur2},
+      {"murmur2_random", &rd_kafka_msg_partitioner_murmur2_random},
+      {"fnv1a", &rd_kafka_msg_partitioner_fnv1a},
+      {"fnv1a_random", &rd_kafka_msg_partitioner_fnv1a_random}};
+  for (const auto& [n, fn] : kBuiltins) {
+    if (n == name) return fn;
+  }
+  return nullptr;
+}
+
+// What the stall guard needs of a topic: its partition count, which librdkafka tells only its
+// partitioner. The partitioner may run on librdkafka's threads too, hence the atomic.
+struct TopicState {
+  Partitioner partitioner = nullptr;  // the configured built-in one, which does the choosing
+  std::atomic<int32_t> partitions{0};
+  std::string name;
+};
+
+int32_t counting_partitioner(const rd_kafka_topic_t* rkt, const void* key, size_t keylen,
+                             int32_t partition_cnt, void* rkt_opaque, void* msg_opaque) {
+  auto* state = static_cast<TopicState*>(rkt_opaque);
+  state->partitions.store(partition_cnt, std::memory_order_relaxed);
+  return state->partitioner(rkt, key, keylen, partition_cnt, rkt_opaque, msg_opaque);
+}
+
 }  // namespace
 
 struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
   Impl(boost::asio::any_io_executor executor, DeliveryHandler on_delivery, FatalHandler on_fatal)
-      : event_fd(executor), on_delivery(std::move(on_delivery)), on_fatal(std::move(on_fatal)) {}
+      : event_fd(executor),
+        guard_timer(executor),
+        on_delivery(std::move(on_delivery)),
+        on_fatal(std::move(on_fatal)) {}
 
+  // Declared before rk: librdkafka may call the partitioner until rk is destroyed.
+  std::vector<std::unique_ptr<TopicState>> topic_states;
+  Partitioner partitioner = nullptr;  // nullptr: unknown partitioner, no stall guard
   KafkaHandle rk;
   QueueHandle main_queue;
   boost::asio::posix::stream_descriptor event_fd;
+  boost::asio::steady_timer guard_timer;
   DeliveryHandler on_delivery;
   FatalHandler on_fatal;
   struct StringHash {
@@ -134,7 +179,17 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     if (last_topic != nullptr && name == last_topic_name) return last_topic;
     auto it = topics.find(name);
     if (it == topics.end()) {
-      TopicHandle t(rd_kafka_topic_new(rk.get(), std::string(name).c_str(), nullptr));
+      rd_kafka_topic_conf_t* tconf = nullptr;
+      if (partitioner != nullptr) {
+        auto state = std::make_unique<TopicState>();
+        state->partitioner = partitioner;
+        state->name = std::string(name);
+        tconf = rd_kafka_default_topic_conf_dup(rk.get());
+        rd_kafka_topic_conf_set_opaque(tconf, state.get());
+        rd_kafka_topic_conf_set_partitioner_cb(tconf, &counting_partitioner);
+        topic_states.push_back(std::move(state));
+      }
+      TopicHandle t(rd_kafka_topic_new(rk.get(), std::string(name).c_str(), tconf));
       if (!t) return nullptr;
       request_metadata(t.get());
       it = topics.emplace(std::string(name), std::move(t)).first;
@@ -154,6 +209,90 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     if (rd_kafka_metadata(rk.get(), 0, t, &md, 0) == RD_KAFKA_RESP_ERR_NO_ERROR && md) {
       rd_kafka_metadata_destroy(md);
     }
+  }
+
+  // The stall guard. librdkafka (2.0.2, and its master as of 2026-11) busy-polls its broker
+  // thread while a partition has the idempotent producer's five requests in flight and a batch
+  // past linger.ms: a stalled or stopped broker made the relay burn most of a core beside the
+  // database (257 of 300 CPU ticks over 3 s of a SIGSTOPped broker; bench_tool produce-latency
+  // alike), which on a small machine stalls the broker further. Paused partitions take no part
+  // in that wake-up computation. So once no delivery report has come for kStallAfter while
+  // records are in flight, every partition this producer knows is paused; requests in flight
+  // still complete, and the first report resumes them. A request that must be sent again waits
+  // in a paused queue, so every kProbeEvery the partitions run for kProbeWindow.
+  using Clock = std::chrono::steady_clock;
+  static constexpr auto kTick = std::chrono::milliseconds(25);
+  static constexpr auto kStallAfter = std::chrono::milliseconds(100);
+  static constexpr auto kProbeEvery = std::chrono::milliseconds(1000);
+  static constexpr auto kProbeWindow = std::chrono::milliseconds(50);
+  bool guard_armed = false;
+  bool paused = false;
+  bool resume_requested = false;
+  std::uint64_t reports = 0;  // delivery reports so far (a clock read per report would cost more)
+  std::uint64_t reports_seen = 0;
+  Clock::time_point last_progress;  // when the guard last saw a new report, or records go out
+  Clock::time_point paused_at;
+
+  void on_produced() {
+    if (partitioner == nullptr || guard_armed) return;
+    last_progress = Clock::now();
+    arm_guard();
+  }
+
+  void arm_guard() {
+    guard_armed = true;
+    guard_timer.expires_after(kTick);
+    guard_timer.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+      auto self = weak.lock();
+      if (!self) return;
+      self->guard_armed = false;
+      if (ec || self->destroyed) return;
+      self->check_stall();
+    });
+  }
+
+  void check_stall() {
+    const auto now = Clock::now();
+    if (reports != reports_seen) {
+      reports_seen = reports;
+      last_progress = now;
+    }
+    if (rd_kafka_outq_len(rk.get()) == 0) {
+      if (paused) set_paused(false, now);
+      return;  // on_produced() arms the guard again
+    }
+    if (!paused && now - last_progress >= kStallAfter) {
+      set_paused(true, now);
+    } else if (paused && now - paused_at >= kProbeEvery) {
+      set_paused(false, now);
+      last_progress = now - kStallAfter + kProbeWindow;  // pause again after the window
+    }
+    arm_guard();
+  }
+
+  void set_paused(bool pause, Clock::time_point now) {
+    rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(16);
+    for (const auto& state : topic_states) {
+      const int32_t n = state->partitions.load(std::memory_order_relaxed);
+      for (int32_t p = 0; p < n; ++p)
+        rd_kafka_topic_partition_list_add(list, state->name.c_str(), p);
+    }
+    paused = pause;  // before the flush below, which may run delivery reports
+    if (pause) {
+      rd_kafka_pause_partitions(rk.get(), list);
+      paused_at = now;
+      logger()->debug(
+          "event=kafka_stalled msg=\"no acknowledgement for {} ms with {} records in "
+          "flight: sends paused until the broker answers\"",
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - last_progress).count(),
+          rd_kafka_outq_len(rk.get()));
+    } else {
+      rd_kafka_resume_partitions(rk.get(), list);
+      // Resuming does not wake the broker threads (they may sleep up to a second); a flush
+      // without waiting does, and serves delivery reports once.
+      rd_kafka_flush(rk.get(), 0);
+    }
+    rd_kafka_topic_partition_list_destroy(list);
   }
 
   void arm() {
@@ -177,10 +316,16 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     }
     while (rd_kafka_poll(rk.get(), 0) > 0) {
     }
+    if (resume_requested) {
+      resume_requested = false;
+      if (paused) set_paused(false, Clock::now());
+    }
   }
 
   static void dr_cb(rd_kafka_t*, const rd_kafka_message_t* msg, void* opaque) {
     auto* self = static_cast<Impl*>(opaque);
+    ++self->reports;
+    self->resume_requested = self->paused;
     Delivery& d = self->scratch;
     d.opaque = reinterpret_cast<std::uintptr_t>(msg->_private);
     d.bytes = static_cast<std::size_t>(msg->len) + msg->key_len;
@@ -268,6 +413,14 @@ Producer::Producer(boost::asio::any_io_executor executor, const ProducerConfig& 
   set("log.connection.close", "false");
   for (const auto& [k, v] : config.properties) set(k, v);
 
+  // The stall guard counts partitions in a partitioner that hands over to the configured one.
+  if (rd_kafka_topic_conf_t* tconf = rd_kafka_conf_get_default_topic_conf(conf.get())) {
+    std::array<char, 64> name{};
+    std::size_t size = name.size();
+    if (rd_kafka_topic_conf_get(tconf, "partitioner", name.data(), &size) == RD_KAFKA_CONF_OK) {
+      impl_->partitioner = builtin_partitioner(name.data());
+    }
+  }
   rd_kafka_conf_set_opaque(conf.get(), impl_.get());
   rd_kafka_conf_set_dr_msg_cb(conf.get(), &Impl::dr_cb);
   rd_kafka_conf_set_error_cb(conf.get(), &Impl::error_cb);
@@ -290,6 +443,7 @@ Producer::Producer(boost::asio::any_io_executor executor, const ProducerConfig& 
 
 Producer::~Producer() {
   impl_->destroyed = true;
+  impl_->guard_timer.cancel();
   rd_kafka_queue_io_event_enable(impl_->main_queue.get(), -1, nullptr, 0);
   boost::system::error_code ignored;
   impl_->event_fd.cancel(ignored);
@@ -324,7 +478,10 @@ ProduceResult Producer::produce(const Record& record, std::uint64_t opaque) {
       RD_KAFKA_V_TIMESTAMP(record.timestamp_ms),
       RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(opaque))),
       RD_KAFKA_V_END);
-  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return {ProduceStatus::kQueued, {}, false};
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    impl_->on_produced();
+    return {ProduceStatus::kQueued, {}, false};
+  }
   // On failure the headers were not taken over and no delivery report will come.
   rd_kafka_headers_destroy(headers);
   if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) return {ProduceStatus::kQueueFull, {}, false};
