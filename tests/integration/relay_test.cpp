@@ -283,12 +283,19 @@ class RelayIntegration : public ::testing::Test {
     }
   }
 
-  // Every record in Kafka is a committed row, matches it, and each aggregate's records are in
-  // commit order.
-  Problems check_committed_in_order(KafkaReader& reader,
-                                    const std::unordered_map<std::string, OutboxRow>& rows) {
-    Problems problems;
-    std::map<std::string, std::int64_t> last_seq_by_aggregate;
+  // SIGTERM: the relay stops within 40 s with exit code 0.
+  static void expect_graceful_stop(RelayProcess& relay) {
+    const auto exit_code = relay.terminate(40s);
+    ASSERT_TRUE(exit_code.has_value()) << "relay did not stop within 40 s of SIGTERM";
+    EXPECT_EQ(*exit_code, 0) << "graceful stop on SIGTERM";
+  }
+
+  // Calls visit(record, id, row) for each record, in Kafka order, whose id header names a
+  // committed row; a record that names none is a problem.
+  template <typename Visit>
+  static void for_each_committed_record(KafkaReader& reader,
+                                        const std::unordered_map<std::string, OutboxRow>& rows,
+                                        Problems& problems, Visit visit) {
     for (const Record* record : in_kafka_order(reader.records())) {
       auto id = record->headers.find("id");
       auto row = id == record->headers.end() ? rows.end() : rows.find(id->second);
@@ -296,13 +303,26 @@ class RelayIntegration : public ::testing::Test {
         problems.add("not a committed event: " + describe(*record));
         continue;
       }
-      check_record_matches_row(*record, row->second, reader, problems);
-      auto last = last_seq_by_aggregate.find(row->second.aggregateid);
-      if (last != last_seq_by_aggregate.end() && last->second >= row->second.seq) {
-        problems.add("not in commit order: " + describe(*record));
-      }
-      last_seq_by_aggregate[row->second.aggregateid] = row->second.seq;
+      visit(*record, id->second, row->second);
     }
+  }
+
+  // Every record in Kafka is a committed row, matches it, and each aggregate's records are in
+  // commit order.
+  Problems check_committed_in_order(KafkaReader& reader,
+                                    const std::unordered_map<std::string, OutboxRow>& rows) {
+    Problems problems;
+    std::map<std::string, std::int64_t> last_seq_by_aggregate;
+    for_each_committed_record(
+        reader, rows, problems,
+        [&](const Record& record, const std::string&, const OutboxRow& row) {
+          check_record_matches_row(record, row, reader, problems);
+          auto last = last_seq_by_aggregate.find(row.aggregateid);
+          if (last != last_seq_by_aggregate.end() && last->second >= row.seq) {
+            problems.add("not in commit order: " + describe(record));
+          }
+          last_seq_by_aggregate[row.aggregateid] = row.seq;
+        });
     return problems;
   }
 
@@ -439,9 +459,7 @@ TEST_F(RelayIntegration, EndToEnd) {
   EXPECT_EQ(problems.count(), 0u) << problems.describe();
   EXPECT_EQ(last_seq_by_aggregate.size(), static_cast<std::size_t>(kAggregates));
 
-  const auto exit_code = relay.terminate(40s);
-  ASSERT_TRUE(exit_code.has_value()) << "relay did not stop within 40 s of SIGTERM";
-  EXPECT_EQ(*exit_code, 0) << "graceful stop on SIGTERM";
+  expect_graceful_stop(relay);
 }
 
 // The broker hangs (SIGSTOP) while events are committed: the slot must not confirm them, the relay
@@ -558,9 +576,7 @@ TEST_F(RelayIntegration, BrokerStopped) {
   EXPECT_EQ(problems.count(), 0u) << problems.describe();
   EXPECT_EQ(reader.records().size(), expected) << "the idempotent producer adds no duplicates";
 
-  const auto exit_code = relay.terminate(40s);
-  ASSERT_TRUE(exit_code.has_value()) << "relay did not stop within 40 s of SIGTERM";
-  EXPECT_EQ(*exit_code, 0);
+  expect_graceful_stop(relay);
 }
 
 // The relay reads the WAL over TLS (sslmode=require): events of 100 bytes to 40 KiB, larger than
@@ -612,9 +628,7 @@ TEST_F(RelayIntegration, Tls) {
   EXPECT_EQ(problems.count(), 0u) << problems.describe();
   EXPECT_EQ(reader.records().size(), static_cast<std::size_t>(seq)) << "each event exactly once";
 
-  const auto exit_code = relay.terminate(40s);
-  ASSERT_TRUE(exit_code.has_value()) << "relay did not stop within 40 s of SIGTERM";
-  EXPECT_EQ(*exit_code, 0);
+  expect_graceful_stop(relay);
 }
 
 // The relay is killed with SIGKILL halfway through 50,000 events and restarted on the same slot:
@@ -712,40 +726,34 @@ TEST_F(RelayIntegration, KillNine) {
   std::unordered_map<std::string, const Record*> first_delivery;
   std::map<std::string, std::int64_t> last_first_seq_by_aggregate;
   std::size_t duplicates = 0;
-  for (const Record* record : in_kafka_order(reader.records())) {
-    auto id = record->headers.find("id");
-    auto row = id == record->headers.end() ? rows.end() : rows.find(id->second);
-    if (row == rows.end()) {
-      problems.add("not a committed event: " + describe(*record));
-      continue;
-    }
-    auto [original, first] = first_delivery.emplace(id->second, record);
-    if (!first) {
-      ++duplicates;
-      const Record& copy = *original->second;
-      if (copy.value != record->value || copy.key != record->key || copy.topic != record->topic ||
-          copy.headers != record->headers || copy.timestamp_ms != record->timestamp_ms) {
-        problems.add("duplicate differs from its original " + describe(copy) + ": " +
-                     describe(*record));
-      }
-      continue;
-    }
-    check_record_matches_row(*record, row->second, reader, problems);
-    auto last = last_first_seq_by_aggregate.find(row->second.aggregateid);
-    if (last != last_first_seq_by_aggregate.end() && last->second >= row->second.seq) {
-      problems.add("first deliveries not in commit order: seq " + std::to_string(row->second.seq) +
-                   " after " + std::to_string(last->second) + ": " + describe(*record));
-    }
-    last_first_seq_by_aggregate[row->second.aggregateid] = row->second.seq;
-  }
+  for_each_committed_record(
+      reader, rows, problems,
+      [&](const Record& record, const std::string& id, const OutboxRow& row) {
+        auto [original, first] = first_delivery.emplace(id, &record);
+        if (!first) {
+          ++duplicates;
+          const Record& copy = *original->second;
+          if (copy.value != record.value || copy.key != record.key || copy.topic != record.topic ||
+              copy.headers != record.headers || copy.timestamp_ms != record.timestamp_ms) {
+            problems.add("duplicate differs from its original " + describe(copy) + ": " +
+                         describe(record));
+          }
+          return;
+        }
+        check_record_matches_row(record, row, reader, problems);
+        auto last = last_first_seq_by_aggregate.find(row.aggregateid);
+        if (last != last_first_seq_by_aggregate.end() && last->second >= row.seq) {
+          problems.add("first deliveries not in commit order: seq " + std::to_string(row.seq) +
+                       " after " + std::to_string(last->second) + ": " + describe(record));
+        }
+        last_first_seq_by_aggregate[row.aggregateid] = row.seq;
+      });
   EXPECT_EQ(first_delivery.size(), static_cast<std::size_t>(kEvents)) << "no committed event lost";
   EXPECT_EQ(problems.count(), 0u) << problems.describe();
   std::cout << "duplicates after kill -9 and restart: " << duplicates << "\n";
   RecordProperty("duplicates", static_cast<int>(duplicates));
 
-  const auto exit_code = second_relay.terminate(40s);
-  ASSERT_TRUE(exit_code.has_value()) << "relay did not stop within 40 s of SIGTERM";
-  EXPECT_EQ(*exit_code, 0);
+  expect_graceful_stop(second_relay);
 }
 
 // A mistyped flag is rejected at once with exit code 2 and one line on stderr naming it.
