@@ -42,9 +42,10 @@
 #include <map>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <utility>
 #include <vector>
+
+#include "outbox/relay/read_pacer.hpp"
 
 namespace {
 
@@ -424,26 +425,25 @@ int drain(const std::map<std::string, std::string>& f) {
   if (PQresultStatus(r) != PGRES_COPY_BOTH) die(PQerrorMessage(pg));
   PQclear(r);
   const int fd = PQsocket(pg);
-  auto backlogged = [fd] {
+  // What the kernel holds for us, and the receive buffer's size (pg::ReplicationConnection's
+  // backlog(), without linking the relay's pg module).
+  auto backlog = [fd] {
     int queued = 0;
     int rcvbuf = 0;
     socklen_t len = sizeof rcvbuf;
     ioctl(fd, FIONREAD, &queued);
     getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len);
-    return std::pair<bool, bool>{queued > rcvbuf / 4, queued < 16384};
+    return std::pair<std::size_t, std::size_t>(std::max(queued, 0), std::max(rcvbuf, 0));
   };
   const auto t0 = Clock::now();
-  auto pause = max_pause;
+  outbox::relay::ReadPacer pacer(max_pause);
   long long messages = 0;
-  std::size_t window_bytes = 0;  // the relay's rate window (src/relay/relay.cpp, stream())
-  auto window_start = Clock::now();
-  bool busy = false;
   for (bool done = false; !done;) {
     char* buf = nullptr;
     int n = PQgetCopyData(pg, &buf, 1);
     if (n > 0) {
       ++messages;
-      window_bytes += static_cast<std::size_t>(n);
+      pacer.on_frame(static_cast<std::size_t>(n));
       // XLogData: 'w', start, end, time (25 bytes), then the pgoutput message; Commit: 'C',
       // flags, commit LSN, end LSN.
       if (n >= 43 && buf[0] == 'w' && buf[25] == 'C' && be64(buf + 35) >= end) done = true;
@@ -452,25 +452,15 @@ int drain(const std::map<std::string, std::string>& f) {
     }
     if (n < 0) die(std::string("stream ended: ") + PQerrorMessage(pg));
     if (Clock::now() > deadline) die("timed out before the end LSN");
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - window_start);
-    if (ms.count() >= 1) {
-      busy = window_bytes >= 8192 * static_cast<std::size_t>(ms.count());
-      window_bytes = 0;
-      window_start += ms;
-    }
-    if (busy && max_pause.count() > 0) {
-      // The relay's adaptive pause (src/relay/relay.cpp, stream()).
-      auto [full, thin] = backlogged();
-      if (full) {
-        pause = std::max(pause / 2, std::chrono::microseconds(25));
-      } else {
-        std::this_thread::sleep_for(pause);
-        std::tie(full, thin) = backlogged();
-        if (full) {
-          pause = std::max(pause / 2, std::chrono::microseconds(25));
-        } else if (thin) {
-          pause = std::min(pause + pause / 4 + std::chrono::microseconds(1), max_pause);
-        }
+    if (pacer.busy(Clock::now())) {
+      // The relay's paced reading (outbox/relay/read_pacer.hpp), with a sleep for its timer.
+      auto read_now = [&] {
+        const auto [queued, capacity] = backlog();
+        return pacer.read_now(queued, capacity);
+      };
+      if (!read_now()) {
+        std::this_thread::sleep_for(pacer.pause());
+        read_now();
       }
     } else {
       pollfd p{fd, POLLIN, 0};

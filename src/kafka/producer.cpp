@@ -227,7 +227,6 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
   static constexpr auto kProbeWindow = std::chrono::milliseconds(50);
   bool guard_armed = false;
   bool paused = false;
-  bool resume_requested = false;
   std::uint64_t reports = 0;  // delivery reports so far (a clock read per report would cost more)
   std::uint64_t reports_seen = 0;
   Clock::time_point last_progress;  // when the guard last saw a new report, or records go out
@@ -316,16 +315,13 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     }
     while (rd_kafka_poll(rk.get(), 0) > 0) {
     }
-    if (resume_requested) {
-      resume_requested = false;
-      if (paused) set_paused(false, Clock::now());
-    }
+    // A report while paused: the broker answers again.
+    if (paused && reports != reports_seen) set_paused(false, Clock::now());
   }
 
   static void dr_cb(rd_kafka_t*, const rd_kafka_message_t* msg, void* opaque) {
     auto* self = static_cast<Impl*>(opaque);
     ++self->reports;
-    self->resume_requested = self->paused;
     Delivery& d = self->scratch;
     d.opaque = reinterpret_cast<std::uintptr_t>(msg->_private);
     d.bytes = static_cast<std::size_t>(msg->len) + msg->key_len;

@@ -70,7 +70,13 @@ struct ReplicationConnection::Impl : std::enable_shared_from_this<Impl> {
     socket.release();
   }
 
+  // Input that TLS has decrypted already is there to read: no socket wait would report it.
+  bool input_ready(asio::posix::stream_descriptor::wait_type type) const {
+    return type == asio::posix::stream_descriptor::wait_read && tls_input_pending(conn.get());
+  }
+
   awaitable<void> wait(asio::posix::stream_descriptor::wait_type type) {
+    if (input_ready(type)) co_return;
     co_await socket.async_wait(type, use_awaitable);
   }
 
@@ -78,6 +84,7 @@ struct ReplicationConnection::Impl : std::enable_shared_from_this<Impl> {
   // caller decides).
   awaitable<void> wait_until(asio::posix::stream_descriptor::wait_type type,
                              std::chrono::steady_clock::time_point until, const char* what) {
+    if (input_ready(type)) co_return;
     // Shared: the timer's handler may run after this frame is gone.
     auto timed_out = std::make_shared<bool>(false);
     deadline.expires_at(until);
@@ -113,9 +120,7 @@ struct ReplicationConnection::Impl : std::enable_shared_from_this<Impl> {
     ResultHandle last;
     for (;;) {
       while (PQisBusy(conn.get())) {
-        if (!tls_input_pending(conn.get())) {
-          co_await wait_until(asio::posix::stream_descriptor::wait_read, until, what);
-        }
+        co_await wait_until(asio::posix::stream_descriptor::wait_read, until, what);
         if (!PQconsumeInput(conn.get())) throw conn_error(conn.get(), what);
       }
       ResultHandle r(PQgetResult(conn.get()));
@@ -266,9 +271,7 @@ std::optional<std::span<const std::byte>> ReplicationConnection::try_read() {
 }
 
 awaitable<void> ReplicationConnection::wait_readable() {
-  if (!tls_input_pending(impl_->conn.get())) {
-    co_await impl_->wait(asio::posix::stream_descriptor::wait_read);
-  }
+  co_await impl_->wait(asio::posix::stream_descriptor::wait_read);
   if (!PQconsumeInput(impl_->conn.get())) {
     throw conn_error(impl_->conn.get(), "reading the replication stream");
   }

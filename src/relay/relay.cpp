@@ -16,6 +16,7 @@
 #include "outbox/pgoutput/decoder.hpp"
 #include "outbox/pgoutput/wire.hpp"
 #include "outbox/relay/ack_tracker.hpp"
+#include "outbox/relay/read_pacer.hpp"
 
 namespace outbox::relay {
 namespace asio = boost::asio;
@@ -74,59 +75,6 @@ constexpr std::uint64_t kIsolatedFlag = 1ULL << 62;
 
 // Frames handled between two turns of the io_context.
 constexpr std::size_t kYieldFrames = 256;
-
-// Paced reading while the stream is busy. The walsender sends every pgoutput message with its
-// own send(); read the moment the socket turns readable and each of them becomes a TCP segment
-// of its own and a wake-up, which costs the walsender (the bottleneck on a small machine) more
-// than decoding. A short pause lets the socket fill: the kernel then carries the messages in
-// large segments. The pause adapts below the configured maximum: it halves when the socket holds
-// more than a quarter of its receive buffer (read now: the server may be about to block on us,
-// so pacing never throttles) and grows by a quarter while it held less than one libpq read.
-class ReadPacer {
- public:
-  explicit ReadPacer(std::chrono::microseconds max) : max_(max), pause_(max) {}
-
-  void on_frame(std::size_t bytes) { window_bytes_ += bytes; }
-
-  // Busy: the stream brings at least 8 MB/s (8 KiB per ms), measured over windows of at least a
-  // millisecond. A trickle is read at once: pausing would only add wake-ups and latency. By
-  // rate, not per read: a reader that keeps up gets a few messages per read however fast the
-  // stream is.
-  bool busy(Clock::time_point now) {
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - window_start_);
-    if (ms.count() >= 1) {
-      busy_ = window_bytes_ >= kBusyBytesPerMs * static_cast<std::size_t>(ms.count());
-      window_bytes_ = 0;
-      window_start_ += ms;
-    }
-    return busy_ && max_.count() > 0;
-  }
-
-  // Adapts the pause to the socket's backlog; true when the reader should read without pausing.
-  bool read_now(const pg::ReplicationConnection::Backlog& b) {
-    if (b.queued > b.capacity / 4) {
-      pause_ = std::max(pause_ / 2, std::min(kMinPause, max_));
-      return true;
-    }
-    if (b.queued < kThinBacklogBytes) {
-      pause_ = std::min(pause_ + pause_ / 4 + std::chrono::microseconds(1), max_);
-    }
-    return false;
-  }
-
-  std::chrono::microseconds pause() const { return pause_; }
-
- private:
-  static constexpr std::size_t kBusyBytesPerMs = 8192;
-  static constexpr std::chrono::microseconds kMinPause{25};
-  static constexpr std::size_t kThinBacklogBytes = 16384;  // one libpq read
-
-  std::chrono::microseconds max_;
-  std::chrono::microseconds pause_;
-  std::size_t window_bytes_ = 0;
-  Clock::time_point window_start_ = Clock::now();
-  bool busy_ = false;
-};
 
 }  // namespace
 
@@ -396,11 +344,15 @@ class Relay::Impl {
       if (!frame) {
         if (pacer.busy(Clock::now())) {
           // Its own timer: delivery reports, which wake wait_for_change(), must not cut it short.
-          if (!pacer.read_now(conn_->backlog())) {
+          auto read_now = [&] {
+            const pg::ReplicationConnection::Backlog b = conn_->backlog();
+            return pacer.read_now(b.queued, b.capacity);
+          };
+          if (!read_now()) {
             pace_timer_.expires_after(pacer.pause());
             boost::system::error_code ec;
             co_await pace_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
-            pacer.read_now(conn_->backlog());
+            read_now();
           }
           if (stopping_ || fatal_) co_return;
           conn_->read_available();
