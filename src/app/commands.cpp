@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "outbox/app/logging.hpp"  // json_string
+#include "outbox/relay/relay.hpp"  // exit codes
 
 namespace outbox::app {
 namespace {
@@ -185,30 +186,24 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
                   "table " + table + " does not exist (create it, or pass --create-table)");
     }
 
-    if (auto pub = db.publication(o.publication)) {
-      bool has_table = pub->all_tables;
-      for (const auto& t : pub->tables) has_table = has_table || t == table;
-      std::string tables;
-      for (const auto& t : pub->tables) tables += (tables.empty() ? "" : ", ") + t;
-      out << "publication " << o.publication << ": exists ("
-          << (pub->all_tables ? "FOR ALL TABLES" : "tables: " + tables) << ")\n";
-      if (!has_table) {
-        return fail(err, "setup",
-                    "publication " + o.publication + " exists but does not publish table " + table +
-                        " (ALTER PUBLICATION " + o.publication + " ADD TABLE " + table +
-                        ", or choose another --publication)");
-      }
-      if (!pub->publishes_insert) {
-        return fail(err, "setup",
-                    "publication " + o.publication +
-                        " does not publish inserts (ALTER PUBLICATION " + o.publication +
-                        " SET (publish = 'insert'))");
-      }
+    if (db.publication(o.publication)) {
+      out << "publication " << o.publication << ": exists\n";
     } else {
       db.create_publication(o.publication, o.schema, o.table);
       out << "publication " << o.publication << ": created (FOR TABLE " << table
-          << ", inserts only)\n";
+          << ", inserts only, publish_via_partition_root)\n";
     }
+    // The same check the relay makes before it streams.
+    const pg::PublicationCheck check = db.check_publication({o.publication, o.schema, o.table});
+    if (!check.ok()) {
+      err << "outbox-relay setup: " << check.problem << '\n';
+      return relay::kExitConfig;
+    }
+    out << "publication " << o.publication << ": publishes every insert into " << table
+        << (check.partitioned
+                ? " (partitioned: " + std::to_string(check.tree_relids.size() - 1) + " partitions)"
+                : std::string())
+        << "\n";
 
     auto slot = db.slot(o.slot);
     if (!slot) {

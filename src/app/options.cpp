@@ -178,6 +178,10 @@ flags of run:
                                  the socket again, so WAL arrives in large segments (default
                                  500us; 0 reads at once)
   --shutdown-timeout DURATION    how long a stop waits for in-flight deliveries (default 30s)
+  --publication-check-interval DURATION
+                                 longest time between two checks, while streaming, that the
+                                 publication publishes every insert into --table (default 30s;
+                                 the slot is never confirmed past the last check that passed)
   --max-inflight-events N        stop reading WAL beyond this many unacknowledged events (default 20000)
   --max-inflight-bytes SIZE      ... or beyond this many unacknowledged bytes (default 16MiB)
   --on-error fail|dlq            an event that cannot be mapped or delivered for good: stop with exit code 3
@@ -192,7 +196,8 @@ flags of run:
   --version                      print the version
 
 exit codes: 0 stopped by a signal, 1 error, 2 bad flags, 3 event could not be mapped or delivered,
-            4 replication slot lost
+            4 replication slot lost, 5 the publication or table would hide outbox inserts (or the
+            publication was altered while streaming): nothing past them is confirmed
 )";
 }
 
@@ -201,7 +206,8 @@ std::string usage(Command command) {
     case Command::kRun:
       return usage();
     case Command::kSetup:
-      return R"(outbox-relay setup: creates the publication (FOR TABLE the outbox table, inserts only) and the
+      return R"(outbox-relay setup: creates the publication (FOR TABLE the outbox table, inserts only, partitions
+under the table's name) and checks that it publishes every insert into the table, then creates the
 logical replication slot (pgoutput) the relay uses; with --create-table also the outbox table with
 the default columns (id uuid, aggregatetype, aggregateid, type, payload jsonb). Prints what it did.
 Idempotent: what exists is left as it is.
@@ -216,7 +222,7 @@ usage: outbox-relay setup --pg CONNINFO [flags]
   --help                         this text
 
 exit codes: 0 done (or nothing to do), 1 error (the message names the object and the server's error),
-            2 bad flags
+            2 bad flags, 5 the publication would hide inserts into the table from the relay
 )";
     case Command::kStatus:
       return R"(outbox-relay status: the slot's state from pg_replication_slots and pg_stat_replication: active
@@ -285,6 +291,13 @@ Options parse_options(const std::vector<std::string>& args) {
        [&](const std::string& v) { r.read_pause = parse_micros("--read-pause", v); }},
       {"--shutdown-timeout",
        [&](const std::string& v) { r.shutdown_timeout = parse_duration("--shutdown-timeout", v); }},
+      {"--publication-check-interval",
+       [&](const std::string& v) {
+         r.publication_check_interval = parse_duration("--publication-check-interval", v);
+         if (r.publication_check_interval < std::chrono::seconds(1)) {
+           throw UsageError("--publication-check-interval: '" + v + "' is below 1s");
+         }
+       }},
       {"--max-inflight-events",
        [&](const std::string& v) {
          r.max_inflight_events = parse_size("--max-inflight-events", v, false);

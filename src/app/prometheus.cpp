@@ -159,6 +159,22 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
            "Replication connections re-established after a failure.", m.reconnects);
   w.single("outbox_relay_backpressure_seconds_total", "counter",
            "Seconds spent not reading WAL because too much was in flight.", m.backpressure_seconds);
+
+  w.header("outbox_relay_skipped_changes_total", "counter",
+           "Changes in the stream that are not outbox events and were skipped, by reason "
+           "(other_table, update, delete, truncate).");
+  for (const char* reason : {"other_table", "update", "delete", "truncate"}) {
+    auto it = m.skipped_changes.find(std::string_view(reason));
+    w.sample("outbox_relay_skipped_changes_total", label("reason", reason),
+             it == m.skipped_changes.end() ? std::uint64_t{0} : it->second);
+  }
+  w.single("outbox_relay_publication_checks_total", "counter",
+           "Checks that the publication publishes every insert into the outbox table, passed.",
+           m.publication_checks);
+  w.single("outbox_relay_publication_verified_lsn", "gauge",
+           "WAL position read before the last publication check that passed, as a 64-bit WAL "
+           "position: the confirmed position never goes past it.",
+           m.publication_verified_lsn.value);
   return w.take();
 }
 

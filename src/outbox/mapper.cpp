@@ -107,14 +107,32 @@ Mapper::Mapper(MapperConfig config) : config_(std::move(config)), topic_(config_
   if (config_.require_json) json_.reset(new JsonChecker());
 }
 
+bool Mapper::is_outbox_name(const pgoutput::Relation& relation) const {
+  const std::string_view schema = relation.nspname.empty() ? "pg_catalog" : relation.nspname;
+  return schema == config_.schema && relation.relname == config_.table;
+}
+
+bool Mapper::has_outbox_columns(const pgoutput::Relation& relation) const {
+  if (column_index(relation, config_.column_id) < 0) return false;
+  if (column_index(relation, config_.column_payload) < 0) return false;
+  for (const std::string& name : topic_.columns()) {
+    if (column_index(relation, name) < 0) return false;
+  }
+  return true;
+}
+
 void Mapper::on_relation(const pgoutput::Relation& relation) {
+  on_relation(relation, is_outbox_name(relation));
+}
+
+void Mapper::on_relation(const pgoutput::Relation& relation, bool is_outbox) {
   const std::string_view schema = relation.nspname.empty() ? "pg_catalog" : relation.nspname;
 
   CachedRelation cached;
   cached.qualified_name.reserve(schema.size() + 1 + relation.relname.size());
   cached.qualified_name.append(schema).append(".").append(relation.relname);
   cached.column_count = relation.columns.size();
-  cached.is_outbox = schema == config_.schema && relation.relname == config_.table;
+  cached.is_outbox = is_outbox;
   if (cached.is_outbox) {
     cached.id = column_index(relation, config_.column_id);
     cached.aggregatetype = column_index(relation, config_.column_aggregatetype);

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "libpq_handles.hpp"
+#include "outbox/pg/publication_check.hpp"
 
 namespace outbox::pg {
 namespace {
@@ -99,6 +100,19 @@ std::string AdminSession::quote_identifier(const std::string& name) const {
   return q.get();
 }
 
+std::string AdminSession::quote_literal(const std::string& value) const {
+  BufferHandle q(PQescapeLiteral(impl_->conn.get(), value.c_str(), value.size()));
+  if (!q) throw Error("quote literal: " + one_line(PQerrorMessage(impl_->conn.get())), "", false);
+  return q.get();
+}
+
+PublicationCheck AdminSession::check_publication(const PublicationTarget& target) {
+  return assess_publication(
+      target,
+      run(impl_->conn.get(), "check publication " + target.publication,
+          publication_check_sql(target, [&](const std::string& v) { return quote_literal(v); })));
+}
+
 std::string AdminSession::server_version() const {
   const char* v = PQparameterStatus(impl_->conn.get(), "server_version");
   return v ? v : "?";
@@ -133,8 +147,8 @@ void AdminSession::create_publication(const std::string& name, const std::string
                                       const std::string& table) {
   const std::string what = "create publication " + name + " for table " + schema + "." + table;
   run(impl_->conn.get(), what,
-      "CREATE PUBLICATION " + quote_identifier(name) + " FOR TABLE " + quote_identifier(schema) +
-          "." + quote_identifier(table) + " WITH (publish = 'insert')");
+      create_publication_sql({name, schema, table},
+                             [&](const std::string& n) { return quote_identifier(n); }));
 }
 
 void AdminSession::drop_publication(const std::string& name) {

@@ -156,7 +156,8 @@ ReplicationConnection::~ReplicationConnection() {
   impl_->detach_socket();
 }
 
-awaitable<void> ReplicationConnection::connect(const std::string& conninfo, Duration timeout) {
+awaitable<void> ReplicationConnection::connect(const std::string& conninfo, Duration timeout,
+                                               bool replication) {
   auto until = std::chrono::steady_clock::now() + timeout;
   // expand_dbname=1: the first "dbname" holds the user's conninfo; later keywords override it.
   // A cut network shows no FIN: without these the relay could wait on a dead socket for the
@@ -166,8 +167,9 @@ awaitable<void> ReplicationConnection::connect(const std::string& conninfo, Dura
   const char* keywords[] = {
       "tcp_user_timeout", "keepalives_idle", "keepalives_interval",       "keepalives_count",
       "dbname",           "replication",     "fallback_application_name", nullptr};
-  const char* values[] = {"60000",          "60",       "10",           "3",
-                          conninfo.c_str(), "database", "outbox-relay", nullptr};
+  const char* values[] = {
+      "60000",        "60",   "10", "3", conninfo.c_str(), replication ? "database" : "false",
+      "outbox-relay", nullptr};
   impl_->detach_socket();
   impl_->conn.reset(PQconnectStartParams(keywords, values, 1));
   if (!impl_->conn) throw Error("out of memory creating a PostgreSQL connection", "", true);

@@ -10,8 +10,11 @@
 #include <boost/system/system_error.hpp>
 #include <optional>
 #include <random>
+#include <unordered_map>
+#include <unordered_set>
 #include <variant>
 
+#include "outbox/pg/publication_check.hpp"
 #include "outbox/pg/replication_connection.hpp"
 #include "outbox/pgoutput/decoder.hpp"
 #include "outbox/pgoutput/wire.hpp"
@@ -66,7 +69,12 @@ bool retryable(const pg::Error& e) {
          s == "55006" || s.empty();
 }
 
-enum class Handled { kDone, kQueueFull };
+// kResolveRelation: a Relation message of a relation that may be a partition of the outbox created
+// after the last publication check; handle the frame again once the catalog was read.
+enum class Handled { kDone, kQueueFull, kResolveRelation };
+
+// Shortest time between two publication checks while the confirmed position waits for one.
+constexpr std::chrono::milliseconds kMinCheckGap{1000};
 
 // Marks the opaque of a dead-letter record (transaction sequence numbers stay far below).
 constexpr std::uint64_t kDlqFlag = 1ULL << 63;
@@ -89,6 +97,7 @@ class Relay::Impl {
         pace_timer_(io),
         status_timer_(io),
         backoff_timer_(io),
+        check_timer_(io),
         rng_(std::random_device{}()) {
     // Created here so that a bad -X property fails before anything runs.
     producer_ = std::make_unique<kafka::Producer>(
@@ -129,9 +138,11 @@ class Relay::Impl {
         fail({kExitError, std::string("unexpected error: ") + e.what()});
       }
       status_timer_.cancel();
+      cancel_check_timer();
       tracker_.abandon_open();
       txn_.reset();
       conn_.reset();
+      catalog_.reset();
       if (stopping_ || fatal_) break;
       ++metrics_.reconnects;
       if (metrics_.state != State::kStandby) set_state(State::kConnecting, reason);
@@ -155,22 +166,22 @@ class Relay::Impl {
       log_->warn(
           "event=stopped_with_unacknowledged slot={} events={} confirmed={}: they will be sent "
           "again on the next start",
-          config_.slot, tracker_.inflight_events(), tracker_.confirmable().to_string());
+          config_.slot, tracker_.inflight_events(), confirm_lsn().to_string());
     }
     isolation_producer_.reset();
     producer_.reset();
     if (fatal_) {
       log_->error("event=fatal slot={} exit_code={} confirmed={} error={}", config_.slot,
-                  fatal_->code, tracker_.confirmable().to_string(), quoted(fatal_->message));
+                  fatal_->code, confirm_lsn().to_string(), quoted(fatal_->message));
       co_return fatal_->code;
     }
-    log_->info("event=stopped slot={} confirmed={}", config_.slot,
-               tracker_.confirmable().to_string());
+    log_->info("event=stopped slot={} confirmed={}", config_.slot, confirm_lsn().to_string());
     co_return kExitOk;
   }
 
   const Metrics& metrics() {
-    metrics_.confirmed_lsn = tracker_.confirmable();
+    metrics_.confirmed_lsn = confirm_lsn();
+    metrics_.publication_verified_lsn = verified_lsn_;
     metrics_.received_lsn = received_;
     metrics_.server_wal_end = server_wal_end_;
     metrics_.events_in_flight = tracker_.inflight_events();
@@ -216,6 +227,7 @@ class Relay::Impl {
 
   void wake_all() {
     if (conn_) conn_->cancel();
+    if (catalog_) catalog_->cancel();
     wake_.cancel();
     pace_timer_.cancel();
     backoff_timer_.cancel();
@@ -241,6 +253,8 @@ class Relay::Impl {
     }
     system_id_ = sys.system_id;
     co_await ensure_publication_and_slot();
+    // Before the stream starts, on every connect: refuse a publication that hides outbox inserts.
+    co_await check_publication();
     std::string command = "START_REPLICATION SLOT " + conn_->quote_identifier(config_.slot) +
                           " LOGICAL 0/0 (proto_version '1', publication_names " +
                           conn_->quote_literal(conn_->quote_identifier(config_.publication)) + ")";
@@ -251,6 +265,7 @@ class Relay::Impl {
     log_->info("event=streaming slot={} publication={} server_wal={} timeline={}", config_.slot,
                config_.publication, sys.xlogpos.to_string(), sys.timeline);
     arm_status_timer();
+    schedule_check();
     try {
       co_await stream();
     } catch (const FatalError& f) {
@@ -273,9 +288,9 @@ class Relay::Impl {
         throw FatalError({kExitError, "publication " + config_.publication +
                                           " does not exist and --no-create was given"});
       }
-      co_await conn_->exec("CREATE PUBLICATION " + conn_->quote_identifier(config_.publication) +
-                               " FOR TABLE " + conn_->quote_identifier(m.schema) + "." +
-                               conn_->quote_identifier(m.table) + " WITH (publish = 'insert')",
+      co_await conn_->exec(pg::create_publication_sql(
+                               publication_target(),
+                               [&](const std::string& n) { return conn_->quote_identifier(n); }),
                            timeout);
       log_->info("event=created_publication publication={} table={}.{}", config_.publication,
                  m.schema, m.table);
@@ -292,7 +307,7 @@ class Relay::Impl {
              "replication slot " + config_.slot +
                  " disappeared while the relay was using it; events committed after its last "
                  "confirmed position " +
-                 tracker_.confirmable().to_string() +
+                 confirm_lsn().to_string() +
                  " may never reach Kafka. Recreate the slot (outbox-relay recreates it when "
                  "started anew) and reconcile the outbox rows committed since then."});
       }
@@ -326,11 +341,160 @@ class Relay::Impl {
     }
   }
 
+  pg::PublicationTarget publication_target() const {
+    return {config_.publication, config_.mapper.schema, config_.mapper.table};
+  }
+
+  // The slot is confirmed up to what Kafka acknowledged, and never past the WAL position of the
+  // last publication check that passed: inserts hidden by a publication altered since are
+  // then at least never confirmed.
+  Lsn confirm_lsn() const { return std::min(tracker_.confirmable(), verified_lsn_); }
+
+  // Reads the catalog on the plain connection: the publication must publish every insert into
+  // the table, and must not have been written since the previous check. Throws FatalError
+  // (kExitConfig) otherwise, pg::Error when the catalog cannot be read.
+  awaitable<void> check_publication() {
+    const auto timeout = config_.connect_timeout;
+    if (!catalog_ || !catalog_->connected()) {
+      catalog_ = std::make_unique<pg::ReplicationConnection>(io_.get_executor());
+      co_await catalog_->connect(config_.conninfo, timeout, /*replication=*/false);
+    }
+    // Read before the check's snapshot: every commit before this position is visible to it.
+    pg::Rows at = co_await catalog_->exec("SELECT pg_catalog.pg_current_wal_lsn()::text", timeout);
+    std::optional<Lsn> before;
+    if (at.size() == 1 && at[0].size() == 1 && at[0][0]) before = Lsn::parse(*at[0][0]);
+    if (!before) throw pg::Error("pg_current_wal_lsn() returned an unexpected result", "", false);
+    const pg::PublicationTarget target = publication_target();
+    pg::Rows rows = co_await catalog_->exec(
+        pg::publication_check_sql(target,
+                                  [&](const std::string& v) { return catalog_->quote_literal(v); }),
+        timeout);
+    pg::PublicationCheck check = pg::assess_publication(target, rows);
+    last_check_ = Clock::now();
+    if (!check.ok()) {
+      throw FatalError({kExitConfig, check.problem + "; slot " + config_.slot +
+                                         " is not confirmed past " + confirm_lsn().to_string()});
+    }
+    if (fingerprint_ && *fingerprint_ != check.fingerprint) {
+      throw FatalError(
+          {kExitConfig,
+           "publication " + config_.publication + " was altered while the relay ran (its " +
+               "settings or its rows for table " + target.schema + "." + target.table +
+               " were written after the check at " + verified_lsn_.to_string() +
+               "): inserts committed in between may have been hidden from the stream, so slot " +
+               config_.slot + " is not confirmed past " + confirm_lsn().to_string() +
+               ". Compare the outbox with Kafka (outbox-relay reconcile), then start the relay "
+               "again"});
+    }
+    if (!fingerprint_) {
+      log_->info(
+          "event=publication_verified slot={} publication={} table={}.{} partitioned={} "
+          "published_relations={} at={}",
+          config_.slot, config_.publication, target.schema, target.table, check.partitioned,
+          check.published_relids.size(), before->to_string());
+    }
+    fingerprint_ = check.fingerprint;
+    outbox_partitioned_ = check.partitioned;
+    tree_relids_ =
+        std::unordered_set<std::uint32_t>(check.tree_relids.begin(), check.tree_relids.end());
+    if (*before > verified_lsn_) verified_lsn_ = *before;
+    ++metrics_.publication_checks;
+  }
+
+  // A check while streaming. A catalog connection that fails is retried on the next check; the
+  // confirmed position waits meanwhile.
+  awaitable<void> periodic_check() {
+    const Lsn was = confirm_lsn();
+    try {
+      co_await check_publication();
+    } catch (const boost::system::system_error& e) {
+      // Cancelled by a stop or a failure: the stop sequence goes on.
+      if (e.code() != asio::error::operation_aborted || !(stopping_ || fatal_)) throw;
+      co_return;
+    } catch (const pg::Error& e) {
+      last_check_ = Clock::now();
+      catalog_.reset();
+      log_->warn(
+          "event=publication_check_failed slot={} error={}: the confirmed position waits "
+          "for the next check",
+          config_.slot, quoted(e.what()));
+    }
+    schedule_check();
+    if (confirm_lsn() > was) send_status();
+  }
+
+  // Arms the check timer: soon while the confirmed position waits for a check, else at the
+  // check interval.
+  void schedule_check() {
+    if (!conn_ || stopping_ || fatal_) return;
+    const bool waiting_for_check = tracker_.confirmable() > verified_lsn_;
+    const auto due =
+        last_check_ + (waiting_for_check ? kMinCheckGap : config_.publication_check_interval);
+    if (check_armed_ && check_timer_.expiry() <= due) return;
+    check_armed_ = true;
+    check_timer_.expires_at(due);
+    check_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;  // re-armed or cancelled
+      check_armed_ = false;
+      check_due_ = true;
+      if (reading_wait_ && conn_) conn_->cancel();
+      if (waiting_) wake_.cancel();
+    });
+  }
+
+  void cancel_check_timer() {
+    check_timer_.cancel();
+    check_armed_ = false;
+    check_due_ = false;
+  }
+
+  // A relation the last check did not know, while the outbox is partitioned: read the catalog
+  // again (it may be a partition created since), and whether the relation still exists.
+  awaitable<void> resolve_relation(std::uint32_t relid) {
+    co_await check_publication();
+    if (tree_relids_.contains(relid)) co_return;
+    pg::Rows rows = co_await catalog_->exec(
+        "SELECT 1 FROM pg_catalog.pg_class WHERE oid = " + std::to_string(relid),
+        config_.connect_timeout);
+    if (rows.empty()) {
+      vanished_relids_.insert(relid);
+    } else {
+      other_relids_.insert(relid);
+    }
+  }
+
+  void count_skip(std::uint32_t relid, const char* reason, std::string_view table) {
+    auto it = metrics_.skipped_changes.find(std::string_view(reason));
+    if (it == metrics_.skipped_changes.end()) {
+      it = metrics_.skipped_changes.emplace(reason, 0).first;
+    }
+    ++it->second;
+    // Once per relation and reason: a skip is never invisible, and never floods the log.
+    const std::string key = std::to_string(relid) + "/" + reason;
+    if (logged_skips_.insert(key).second) {
+      log_->info(
+          "event=skipping slot={} reason={} table={} relid={}: not an insert into {}.{}; "
+          "counted in outbox_relay_skipped_changes_total, logged once",
+          config_.slot, reason, table.empty() ? "?" : table, relid, config_.mapper.schema,
+          config_.mapper.table);
+    }
+  }
+
+  std::string_view relation_name(std::uint32_t relid) const {
+    auto it = relation_names_.find(relid);
+    return it == relation_names_.end() ? std::string_view() : std::string_view(it->second);
+  }
+
   awaitable<void> stream() {
     std::size_t handled = 0;  // frames handled since the last yield to the io_context
     ReadPacer pacer(config_.read_pause);
     for (;;) {
       if (stopping_ || fatal_) co_return;
+      if (check_due_) {
+        check_due_ = false;
+        co_await periodic_check();
+        continue;
+      }
       if (backpressured()) {
         // Stop reading the socket until acknowledgements free room; status updates go on.
         set_state(State::kBackpressured, "in-flight bound reached");
@@ -359,9 +523,14 @@ class Relay::Impl {
           continue;
         }
         try {
+          reading_wait_ = true;
           co_await conn_->wait_readable();
+          reading_wait_ = false;
         } catch (const boost::system::system_error& e) {
-          if (e.code() != asio::error::operation_aborted || !(stopping_ || fatal_)) throw;
+          reading_wait_ = false;
+          if (e.code() != asio::error::operation_aborted || !(stopping_ || fatal_ || check_due_)) {
+            throw;
+          }
         }
         continue;
       }
@@ -371,9 +540,17 @@ class Relay::Impl {
         // The frame stays valid: nothing reads the connection meanwhile.
         co_await asio::post(io_.get_executor(), use_awaitable);
       }
-      while (handle_frame(*frame) == Handled::kQueueFull) {
-        // librdkafka's queue is full: wait for delivery reports to make room, then retry.
-        co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
+      for (Handled h; (h = handle_frame(*frame)) != Handled::kDone;) {
+        if (h == Handled::kResolveRelation) {
+          try {
+            co_await resolve_relation(resolving_relid_);
+          } catch (const boost::system::system_error& e) {
+            if (e.code() != asio::error::operation_aborted || !(stopping_ || fatal_)) throw;
+          }
+        } else {
+          // librdkafka's queue is full: wait for delivery reports to make room, then retry.
+          co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
+        }
         if (stopping_ || fatal_) co_return;
       }
     }
@@ -427,6 +604,7 @@ class Relay::Impl {
     // Everything received before this keepalive has been handled; with nothing in flight its
     // walEnd is safe to confirm, which keeps an idle slot from retaining WAL.
     bool advanced = !tracker_.has_open() && tracker_.advance_idle(k.wal_end);
+    if (advanced) schedule_check();
     // The server sends an unrequested keepalive when our reported position lags its own while it
     // waits for WAL (e.g. busy unpublished tables): answer soon so the slot does not hold WAL.
     if (k.reply_requested ||
@@ -453,7 +631,40 @@ class Relay::Impl {
   }
 
   Handled on_message(const pgoutput::Relation& r, const pgoutput::XLogData&) {
-    mapper_.on_relation(r);
+    bool outbox = mapper_.is_outbox_name(r) || tree_relids_.contains(r.relid);
+    if (!outbox && outbox_partitioned_ && !other_relids_.contains(r.relid)) {
+      if (!vanished_relids_.contains(r.relid)) {
+        resolving_relid_ = r.relid;
+        return Handled::kResolveRelation;
+      }
+      // Dropped since it was written to: with the outbox's columns it was most likely one of its
+      // partitions (dropped after its retention). Relay rather than lose.
+      outbox = mapper_.has_outbox_columns(r);
+      log_->warn(
+          "event=vanished_relation slot={} relid={} table={}.{} treated_as_outbox={}: the "
+          "relation no longer exists, so whether it was a partition of {}.{} cannot be "
+          "read from the catalog; judged by its columns",
+          config_.slot, r.relid, r.nspname, r.relname, outbox, config_.mapper.schema,
+          config_.mapper.table);
+    }
+    std::string name(r.nspname.empty() ? "pg_catalog" : r.nspname);
+    relation_names_[r.relid] = name.append(".").append(r.relname);
+    mapper_.on_relation(r, outbox);
+    return Handled::kDone;
+  }
+
+  Handled on_message(const pgoutput::Update& u, const pgoutput::XLogData&) {
+    count_skip(u.relid, "update", relation_name(u.relid));
+    return Handled::kDone;
+  }
+
+  Handled on_message(const pgoutput::Delete& d, const pgoutput::XLogData&) {
+    count_skip(d.relid, "delete", relation_name(d.relid));
+    return Handled::kDone;
+  }
+
+  Handled on_message(const pgoutput::Truncate& t, const pgoutput::XLogData&) {
+    for (std::uint32_t relid : t.relids) count_skip(relid, "truncate", relation_name(relid));
     return Handled::kDone;
   }
 
@@ -470,7 +681,10 @@ class Relay::Impl {
                err->table, reason,           "MAPPING_ERROR", false};
       return poison_in_stream(p);
     }
-    if (std::holds_alternative<outbox::NotOutbox>(mapped)) return Handled::kDone;
+    if (auto* other = std::get_if<outbox::NotOutbox>(&mapped)) {
+      count_skip(ins.relid, "other_table", other->table);
+      return Handled::kDone;
+    }
     const auto& ev = std::get<outbox::Event>(mapped);
     headers_[0] = {"id", ev.id};
     std::size_t nheaders = 1;
@@ -670,7 +884,8 @@ class Relay::Impl {
 
   void send_status() {
     if (!conn_ || !conn_->connected()) return;
-    Lsn flush = tracker_.confirmable();
+    schedule_check();
+    Lsn flush = confirm_lsn();
     try {
       conn_->send_status(flush, flush, false);
       last_status_sent_ = Clock::now();
@@ -696,7 +911,7 @@ class Relay::Impl {
     send_status();
     status_timer_.cancel();
     log_->info("event=final_confirm slot={} lsn={} unacknowledged={}", config_.slot,
-               tracker_.confirmable().to_string(), tracker_.inflight_events());
+               confirm_lsn().to_string(), tracker_.inflight_events());
     try {
       co_await conn_->end_copy(std::chrono::seconds(5));
     } catch (const std::exception& e) {
@@ -716,7 +931,24 @@ class Relay::Impl {
   asio::steady_timer pace_timer_;  // the read pause of stream()
   asio::steady_timer status_timer_;
   asio::steady_timer backoff_timer_;
+  asio::steady_timer check_timer_;  // the next publication check
   std::mt19937_64 rng_;
+  // Publication checks: a plain connection for catalog reads while streaming; what the last
+  // check saw; the WAL position below which a passing check covers the stream.
+  std::unique_ptr<pg::ReplicationConnection> catalog_;
+  std::optional<std::string> fingerprint_;
+  Lsn verified_lsn_;
+  Clock::time_point last_check_;
+  bool check_armed_ = false;
+  bool check_due_ = false;
+  bool reading_wait_ = false;  // stream() waits on the replication socket
+  bool outbox_partitioned_ = false;
+  std::unordered_set<std::uint32_t> tree_relids_;      // the table and its partitions
+  std::unordered_set<std::uint32_t> other_relids_;     // relations known not to be of the outbox
+  std::unordered_set<std::uint32_t> vanished_relids_;  // dropped before they could be looked up
+  std::uint32_t resolving_relid_ = 0;
+  std::unordered_map<std::uint32_t, std::string> relation_names_;
+  std::unordered_set<std::string> logged_skips_;
   bool waiting_ = false;
   bool paused_ = false;  // backpressure: stopped reading until in-flight falls to half the bounds
   bool stopping_ = false;

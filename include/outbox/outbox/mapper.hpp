@@ -67,8 +67,16 @@ class Mapper {
   // Throws std::invalid_argument on an invalid topic template.
   explicit Mapper(MapperConfig config);
 
-  // Caches (replaces) the relation. Call for every Relation message.
+  // Caches (replaces) the relation. Call for every Relation message. Without `is_outbox`, the
+  // relation is the outbox when its name is the configured table; the caller passes it for a
+  // relation it knows better (a partition of the outbox published under its own name).
   void on_relation(const pgoutput::Relation& relation);
+  void on_relation(const pgoutput::Relation& relation, bool is_outbox);
+
+  // The relation is the configured table by name.
+  bool is_outbox_name(const pgoutput::Relation& relation) const;
+  // The relation has the columns an outbox row needs (id, payload, the topic template's).
+  bool has_outbox_columns(const pgoutput::Relation& relation) const;
 
   // Maps an insert. A relid never announced by a Relation message is a MapError (protocol
   // violation). The topic is rendered from the template into scratch storage.

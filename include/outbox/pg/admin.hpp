@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "outbox/pg/publication_check.hpp"
 #include "outbox/pg/replication_connection.hpp"  // pg::Error, Row, Rows
 #include "outbox/pgoutput/lsn.hpp"
 
@@ -60,10 +61,14 @@ class AdminSession {
   Rows exec(const std::string& sql, const std::vector<std::string>& params = {});
 
   std::string quote_identifier(const std::string& name) const;
+  std::string quote_literal(const std::string& value) const;
   std::string server_version() const;            // e.g. "15.6"
   std::string setting(const std::string& name);  // current_setting(name)
 
   std::optional<PublicationInfo> publication(const std::string& name);
+  // Whether the publication publishes every insert into the table (or its partitions): see
+  // publication_check.hpp.
+  PublicationCheck check_publication(const PublicationTarget& target);
   void create_publication(const std::string& name, const std::string& schema,
                           const std::string& table);
   void drop_publication(const std::string& name);

@@ -61,8 +61,10 @@ class ReplicationConnection {
   ReplicationConnection(const ReplicationConnection&) = delete;
   ReplicationConnection& operator=(const ReplicationConnection&) = delete;
 
-  // Connects with the user's conninfo (string or URI); replication=database is added.
-  boost::asio::awaitable<void> connect(const std::string& conninfo, Duration timeout);
+  // Connects with the user's conninfo (string or URI); replication=database is added, or, with
+  // replication false, a plain connection (catalog queries only: no replication commands).
+  boost::asio::awaitable<void> connect(const std::string& conninfo, Duration timeout,
+                                       bool replication = true);
 
   // Runs one statement with the simple query protocol; returns its rows as text.
   boost::asio::awaitable<Rows> exec(const std::string& sql, Duration timeout);

@@ -57,6 +57,10 @@ struct Metrics {
   std::uint64_t dlq_events = 0;
   std::uint64_t transactions_confirmed = 0;
   std::uint64_t reconnects = 0;
+  // Changes the stream carried that are not outbox events, by reason: other_table, update,
+  // delete, truncate.
+  std::map<std::string, std::uint64_t, std::less<>> skipped_changes;
+  std::uint64_t publication_checks = 0;  // checks of the publication that passed
   double backpressure_seconds = 0;
   Histogram commit_to_ack_seconds;   // per event: commit in PostgreSQL to Kafka's ack
   Histogram commit_to_read_seconds;  // per transaction: commit to its Begin read here
@@ -67,6 +71,9 @@ struct Metrics {
   pgoutput::Lsn confirmed_lsn;
   pgoutput::Lsn received_lsn;
   pgoutput::Lsn server_wal_end;
+  // WAL position read before the last publication check that passed: the confirmed position
+  // never goes past it.
+  pgoutput::Lsn publication_verified_lsn;
   std::uint64_t events_in_flight = 0;
   std::uint64_t bytes_in_flight = 0;
   double oldest_unacked_age_seconds = 0;

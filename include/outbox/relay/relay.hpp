@@ -28,6 +28,10 @@ enum ExitCode : int {
   kExitUsage = 2,        // bad flags
   kExitPoisonEvent = 3,  // an event could not be mapped or delivered, and --on-error=fail
   kExitSlotLost = 4,     // the slot vanished or was invalidated after we had it
+  // The publication or the table would hide outbox inserts from the stream (publication
+  // missing, not publishing the table or its inserts, row filter, partitions left out), or the
+  // publication was altered while streaming: nothing past the last verified position is confirmed.
+  kExitConfig = 5,
 };
 
 // What to do with an event that cannot be mapped or that the broker rejects for good.
@@ -50,6 +54,9 @@ struct RelayConfig {
   std::chrono::microseconds read_pause{500};
   std::chrono::milliseconds shutdown_timeout{30'000};
   std::chrono::milliseconds connect_timeout{30'000};
+  // Longest time between two checks of the publication on a plain connection while streaming.
+  // The slot is never confirmed past the WAL position of the last check that passed.
+  std::chrono::milliseconds publication_check_interval{30'000};
   // In flight = produced, not yet acknowledged. These keep the relay under 50 MiB of RSS (W1:
   // 33 MiB; 4 KiB events: 39 MiB) and cost no measurable throughput: the broker sets the pace.
   std::size_t max_inflight_events = 20'000;
