@@ -40,6 +40,12 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+std::string secs(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", seconds);
+  return buf;
+}
+
 std::string rate(std::uint64_t n, double seconds) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.0f", seconds > 0 ? static_cast<double>(n) / seconds : 0.0);
@@ -447,7 +453,7 @@ int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& er
     }
     ids.seal();
     const double scan_seconds = seconds_since(phase);
-    err << "reconcile: scanned " << rows << " rows in " << scan_seconds << " s ("
+    err << "reconcile: scanned " << rows << " rows in " << secs(scan_seconds) << " ("
         << rate(rows, scan_seconds) << " rows/s); " << ids.size() << " ids in "
         << ids.memory_bytes() << " bytes; " << rows_per_topic.size() << " topics\n";
     if (ids.duplicates() > 0) {
@@ -496,7 +502,7 @@ int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& er
           },
           o.timeout);
       const double read_seconds = seconds_since(phase);
-      err << "reconcile: read " << records << " records in " << read_seconds << " s ("
+      err << "reconcile: read " << records << " records in " << secs(read_seconds) << " ("
           << rate(records, read_seconds) << " records/s); " << matched
           << " carry an id of the window";
       if (without_id > 0) err << ", " << without_id << " have no id header";
@@ -547,8 +553,8 @@ int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& er
       }
       if (!stalled) cursor.close();
       if (repairer && !stalled) stalled = !repairer->finish();
-      err << "reconcile: listed " << listed << " missing rows in " << seconds_since(phase)
-          << " s\n";
+      err << "reconcile: listed " << listed << " missing rows in " << secs(seconds_since(phase))
+          << "\n";
       if (listed < missing && !stalled) {
         err << "reconcile: " << missing - listed
             << " missing rows left the table (or their columns changed) between the scans\n";
