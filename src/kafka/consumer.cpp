@@ -79,8 +79,9 @@ Consumer::Consumer(const ConsumerConfig& config) : impl_(std::make_unique<Impl>(
   set("isolation.level", "read_committed");
   // Records removed by retention between planning and reading: go on from the log start.
   set("auto.offset.reset", "earliest");
-  // Bounds librdkafka's prefetch queue (the default is 64 MiB).
-  set("queued.max.messages.kbytes", "16384");
+  // Bounds librdkafka's prefetch, per partition in librdkafka 2.0 (the default is 64 MiB). Smaller
+  // is slower there: a partition whose queue is full is not fetched again for a second.
+  set("queued.max.messages.kbytes", std::to_string(kQueuedKiBPerPartition));
   set("log.connection.close", "false");
   for (const auto& [k, v] : config.properties) set(k, v);
   rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), errstr, sizeof errstr);
@@ -173,6 +174,18 @@ TopicPlan Consumer::plan(const std::string& topic, std::optional<std::int64_t> f
 std::uint64_t Consumer::read(const std::vector<PartitionRange>& ranges,
                              const std::function<void(const ConsumedRecord&)>& on_record,
                              std::chrono::milliseconds idle_timeout) {
+  std::uint64_t count = 0;
+  for (std::size_t first = 0; first < ranges.size(); first += kMaxAssigned) {
+    const std::size_t last = std::min(ranges.size(), first + kMaxAssigned);
+    count += read_group(std::span<const PartitionRange>(ranges.data() + first, last - first),
+                        on_record, idle_timeout);
+  }
+  return count;
+}
+
+std::uint64_t Consumer::read_group(std::span<const PartitionRange> ranges,
+                                   const std::function<void(const ConsumedRecord&)>& on_record,
+                                   std::chrono::milliseconds idle_timeout) {
   rd_kafka_t* rk = impl_->rk.get();
   // Partitions still being read, by (topic, partition): their end offset.
   std::map<std::pair<std::string, std::int32_t>, std::int64_t> open;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -65,15 +66,25 @@ class Consumer {
   TopicPlan plan(const std::string& topic, std::optional<std::int64_t> from_ms,
                  std::chrono::milliseconds timeout);
 
-  // Reads every range to its end (a partition also ends at its end-of-partition event, e.g. when
-  // transaction markers close it) and calls `on_record` for each record; returns how many were
-  // read. Throws std::runtime_error naming the partition on a consumer error, or when nothing
-  // arrived for `idle_timeout`.
+  // At most this many partitions are read at once, each with at most this much prefetched by
+  // librdkafka: memory stays under kMaxAssigned * kQueuedKiBPerPartition KiB (plus one fetch
+  // response) whatever the number of partitions and records.
+  static constexpr std::size_t kMaxAssigned = 8;
+  static constexpr std::size_t kQueuedKiBPerPartition = 8192;
+
+  // Reads every range to its end, kMaxAssigned partitions at a time (a partition also ends at its
+  // end-of-partition event, e.g. when transaction markers close it) and calls `on_record` for each
+  // record; returns how many were read. Throws std::runtime_error naming the partition on a
+  // consumer error, or when nothing arrived for `idle_timeout`.
   std::uint64_t read(const std::vector<PartitionRange>& ranges,
                      const std::function<void(const ConsumedRecord&)>& on_record,
                      std::chrono::milliseconds idle_timeout);
 
  private:
+  std::uint64_t read_group(std::span<const PartitionRange> ranges,
+                           const std::function<void(const ConsumedRecord&)>& on_record,
+                           std::chrono::milliseconds idle_timeout);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
