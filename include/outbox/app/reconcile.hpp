@@ -4,9 +4,9 @@
 // kafka::Producer on a private io_context); report on `out`, progress and errors on `err`.
 //
 // Memory: the window's ids (EventIdSet: 16 bytes per UUID id, the text for any other id; up to
-// twice that while the table scan grows its vector), one batch of rows, one counter per topic,
-// librdkafka's consumer prefetch (16 MiB) and, with --repair, at most kMaxRepairInFlight records
-// or kMaxRepairInFlightBytes in the producer.
+// three times that for a moment while the table scan grows its vector), one batch of rows, one
+// counter per topic, librdkafka's consumer prefetch (kafka::Consumer: 8 partitions x 8 MiB) and,
+// with --repair, at most 10,000 records or 16 MiB in the producer.
 #pragma once
 
 #include <array>
