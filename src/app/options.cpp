@@ -157,6 +157,7 @@ commands:
   setup                          create the publication and the slot (and the table with --create-table)
   status                         show the slot's state; exit 1 when it is missing, lost or retains too much WAL
   drop                           drop the slot and the publication (needs --yes)
+  reconcile                      list (and with --repair publish) outbox rows of a time window missing from Kafka
 
 flags of run:
   --pg CONNINFO                  libpq conninfo string or URI (replication=database is added) [required]
@@ -239,6 +240,8 @@ usage: outbox-relay status --pg CONNINFO [flags]
 exit codes: 0 healthy, 1 slot missing, lost, or retaining more than --max-retained (or an error),
             2 bad flags
 )";
+    case Command::kReconcile:
+      return reconcile_usage();
     case Command::kDrop:
       return R"(outbox-relay drop: drops the logical replication slot and the publication. The server then
 frees the WAL the slot retained; events committed but not yet relayed are not relayed any more.
@@ -448,6 +451,74 @@ DropOptions parse_drop(const std::vector<std::string>& args) {
   return o;
 }
 
+ReconcileOptions parse_reconcile(const std::vector<std::string>& args) {
+  ReconcileOptions o;
+  auto& m = o.mapper;
+  bool have_pg = false, have_since = false;
+  std::string table = "public.outbox";
+  apply_flags(
+      args,
+      {
+          {"--pg", [&](const std::string& v) { o.conninfo = v, have_pg = true; }},
+          {"--brokers", [&](const std::string& v) { o.brokers = v; }},
+          {"--since",
+           [&](const std::string& v) {
+             o.since = parse_time_bound("--since", v), have_since = true;
+           }},
+          {"--until", [&](const std::string& v) { o.until = parse_time_bound("--until", v); }},
+          {"--column-time", [&](const std::string& v) { o.column_time = v; }},
+          {"--table", [&](const std::string& v) { table = v; }},
+          {"--topic", [&](const std::string& v) { m.topic_template = v; }},
+          {"--column-id", [&](const std::string& v) { m.column_id = v; }},
+          {"--column-aggregatetype", [&](const std::string& v) { m.column_aggregatetype = v; }},
+          {"--column-aggregateid", [&](const std::string& v) { m.column_aggregateid = v; }},
+          {"--column-type", [&](const std::string& v) { m.column_type = v; }},
+          {"--column-payload", [&](const std::string& v) { m.column_payload = v; }},
+          {"--margin", [&](const std::string& v) { o.margin = parse_duration("--margin", v); }},
+          {"--timeout", [&](const std::string& v) { o.timeout = parse_duration("--timeout", v); }},
+          {"-X",
+           [&](const std::string& v) {
+             auto eq = v.find('=');
+             if (eq == std::string::npos || eq == 0) {
+               throw UsageError("-X: expected PROPERTY=VALUE, got '" + v + "'");
+             }
+             o.properties.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+           }},
+      },
+      {
+          {"--repair", [&] { o.repair = true; }},
+          {"--help", [&] { o.help = true; }},
+          {"-h", [&] { o.help = true; }},
+      });
+  if (o.help) return o;
+  require_conninfo(have_pg, o.conninfo);
+  if (o.brokers.empty()) throw UsageError("--brokers: required (HOST:PORT[,...])");
+  if (!have_since) throw UsageError("--since: required (an age such as 2h, or a timestamp)");
+  if (o.column_time.empty()) {
+    throw UsageError("--column-time: required (the rows' time column, e.g. created_at)");
+  }
+  std::tie(m.schema, m.table) = parse_table("--table", table);
+  for (const auto& [flag, name] : {std::pair{"--column-id", &m.column_id},
+                                   {"--column-aggregateid", &m.column_aggregateid},
+                                   {"--column-type", &m.column_type},
+                                   {"--column-payload", &m.column_payload}}) {
+    require_name(flag, *name);
+  }
+  try {
+    outbox::TopicTemplate check(m.topic_template);
+    (void)check;
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--topic: ") + e.what());
+  }
+  // Both ages or both timestamps: the order is known now (mixed ones are checked when run).
+  if (o.until && o.since.ago.has_value() == o.until->ago.has_value() &&
+      o.since.resolve(0) >= o.until->resolve(0)) {
+    throw UsageError("--until: " + o.until->text + " is not after --since " + o.since.text);
+  }
+  if (o.timeout.count() <= 0) throw UsageError("--timeout: must be positive");
+  return o;
+}
+
 }  // namespace
 
 CommandLine parse_command_line(const std::vector<std::string>& args) {
@@ -469,9 +540,12 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
   } else if (word == "drop") {
     cl.command = Command::kDrop;
     cl.drop = parse_drop(rest);
+  } else if (word == "reconcile") {
+    cl.command = Command::kReconcile;
+    cl.reconcile = parse_reconcile(rest);
   } else {
     throw UsageError("unknown command " + word +
-                     " (expected run, setup, status or drop; see --help)");
+                     " (expected run, setup, status, drop or reconcile; see --help)");
   }
   return cl;
 }

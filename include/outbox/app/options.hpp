@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "outbox/app/reconcile_options.hpp"
 #include "outbox/relay/relay.hpp"
 
 namespace outbox::app {
@@ -20,7 +21,7 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Command { kRun, kSetup, kStatus, kDrop };
+enum class Command { kRun, kSetup, kStatus, kDrop, kReconcile };
 enum class LogFormat { kText, kJson };
 
 // An IP address and port to listen on.
@@ -82,10 +83,11 @@ struct CommandLine {
   SetupOptions setup;
   StatusOptions status;
   DropOptions drop;
+  ReconcileOptions reconcile;
 };
 
 // The whole command line (argv without the program name): an optional command word (run, setup,
-// status, drop; run when absent) and its flags. Throws UsageError.
+// status, drop, reconcile; run when absent) and its flags. Throws UsageError.
 CommandLine parse_command_line(const std::vector<std::string>& args);
 
 // The flags of `run` alone. Throws UsageError.

@@ -129,8 +129,9 @@ TEST(CommandLine, HelpOfEachCommandNeedsNoOtherFlag) {
 }
 
 TEST(CommandLine, ErrorsNameTheFlagOrCommand) {
-  EXPECT_EQ(error_of({"frobnicate"}),
-            "unknown command frobnicate (expected run, setup, status or drop; see --help)");
+  EXPECT_EQ(
+      error_of({"frobnicate"}),
+      "unknown command frobnicate (expected run, setup, status, drop or reconcile; see --help)");
   EXPECT_EQ(error_of({"setup"}), "--pg: required (a libpq conninfo or URI)");
   EXPECT_EQ(error_of({"status", "--pg", "x", "--brokers", "k:1"}),
             "unknown flag --brokers (see --help)");

@@ -1,0 +1,171 @@
+#include "outbox/app/reconcile_options.hpp"
+
+#include <charconv>
+#include <cstdio>
+
+#include "outbox/app/options.hpp"  // UsageError
+
+namespace outbox::app {
+namespace {
+
+// Reads exactly `digits` decimal digits at `pos`; advances it.
+bool read_fixed(const std::string& s, std::size_t& pos, std::size_t digits, int& out) {
+  if (pos + digits > s.size()) return false;
+  out = 0;
+  for (std::size_t i = 0; i < digits; ++i) {
+    const char c = s[pos + i];
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + (c - '0');
+  }
+  pos += digits;
+  return true;
+}
+
+std::optional<std::int64_t> parse_timestamp(const std::string& s) {
+  std::size_t pos = 0;
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
+  if (!read_fixed(s, pos, 4, y) || pos >= s.size() || s[pos++] != '-' ||
+      !read_fixed(s, pos, 2, mo) || pos >= s.size() || s[pos++] != '-' ||
+      !read_fixed(s, pos, 2, d)) {
+    return std::nullopt;
+  }
+  const std::chrono::year_month_day date{std::chrono::year(y), std::chrono::month(mo),
+                                         std::chrono::day(d)};
+  if (!date.ok()) return std::nullopt;
+  std::int64_t micros = 0;
+  if (pos < s.size() && (s[pos] == 'T' || s[pos] == 't' || s[pos] == ' ')) {
+    ++pos;
+    if (!read_fixed(s, pos, 2, h) || pos >= s.size() || s[pos++] != ':' ||
+        !read_fixed(s, pos, 2, mi)) {
+      return std::nullopt;
+    }
+    if (pos < s.size() && s[pos] == ':') {
+      ++pos;
+      if (!read_fixed(s, pos, 2, sec)) return std::nullopt;
+      if (pos < s.size() && s[pos] == '.') {
+        ++pos;
+        std::int64_t scale = 100'000;
+        const std::size_t first = pos;
+        while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
+          micros += (s[pos] - '0') * scale;  // digits beyond microseconds are dropped
+          scale /= 10;
+          ++pos;
+        }
+        if (pos == first) return std::nullopt;
+      }
+    }
+    if (h > 23 || mi > 59 || sec > 59) return std::nullopt;
+  }
+  std::int64_t offset_minutes = 0;
+  if (pos < s.size() && (s[pos] == 'Z' || s[pos] == 'z')) {
+    ++pos;
+  } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
+    const int sign = s[pos++] == '-' ? -1 : 1;
+    int oh = 0, om = 0;
+    if (!read_fixed(s, pos, 2, oh)) return std::nullopt;
+    if (pos < s.size() && s[pos] == ':') ++pos;
+    if (pos < s.size() && !read_fixed(s, pos, 2, om)) return std::nullopt;
+    if (oh > 23 || om > 59) return std::nullopt;
+    offset_minutes = sign * (oh * 60 + om);
+  }
+  if (pos != s.size()) return std::nullopt;
+  const std::int64_t days = std::chrono::sys_days(date).time_since_epoch().count();
+  const std::int64_t seconds = days * 86'400 + h * 3600 + mi * 60 + sec - offset_minutes * 60;
+  return seconds * 1'000'000 + micros;
+}
+
+std::optional<std::chrono::microseconds> parse_age(const std::string& s) {
+  std::uint64_t n = 0;
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, n);
+  if (ec != std::errc() || p == s.data()) return std::nullopt;
+  const std::string unit(p, end);
+  std::uint64_t per = 0;
+  if (unit == "ms") per = 1000;
+  if (unit == "s") per = 1'000'000;
+  if (unit == "m" || unit == "min") per = 60'000'000;
+  if (unit == "h") per = 3'600'000'000;
+  if (unit == "d") per = 86'400'000'000;
+  // At most about 290 years: the result stays within 64 bits.
+  if (per == 0 || n > 9'000'000'000'000'000ULL / per) return std::nullopt;
+  return std::chrono::microseconds(static_cast<std::int64_t>(n * per));
+}
+
+}  // namespace
+
+TimeBound parse_time_bound(const std::string& flag, const std::string& text) {
+  TimeBound bound;
+  bound.text = text;
+  if (auto age = parse_age(text)) {
+    bound.ago = *age;
+    return bound;
+  }
+  if (auto at = parse_timestamp(text)) {
+    bound.epoch_us = *at;
+    return bound;
+  }
+  throw UsageError(flag + ": invalid time '" + text +
+                   "' (expected an age such as 30m, 2h, 7d, or a timestamp such as "
+                   "2026-11-30T10:00:00Z; without an offset, UTC)");
+}
+
+std::string format_utc(std::int64_t epoch_us) {
+  using namespace std::chrono;
+  const sys_time<microseconds> t{microseconds(epoch_us)};
+  const sys_days day = floor<days>(t);
+  const year_month_day ymd(day);
+  std::int64_t rest = (t - day).count();  // microseconds into the day
+  const int us = static_cast<int>(rest % 1'000'000);
+  rest /= 1'000'000;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02d:%02d:%02d.%06dZ",
+                static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()),
+                static_cast<unsigned>(ymd.day()), static_cast<int>(rest / 3600),
+                static_cast<int>(rest / 60 % 60), static_cast<int>(rest % 60), us);
+  return buf;
+}
+
+std::string reconcile_usage() {
+  return R"(outbox-relay reconcile: checks that every outbox row of a time window is in Kafka. Reads the rows
+still in the table whose --column-time is in [--since, --until), computes each row's topic with the
+relay's template and columns, reads those topics (from the first record stamped at or after
+since - --margin), matches records to rows by the "id" header and prints every row Kafka lacks
+(id, aggregate id, topic, time) and a summary. With --repair it publishes the missing events with
+the relay's record shape (key, value, headers id and type; idempotent producer, acks=all,
+murmur2_random) in commit order, and waits for every acknowledgement.
+Use it after exit code 4 (slot lost), exit code 5 (publication or table refused), a database
+restore, or a move from Debezium. Progress goes to stderr.
+
+usage: outbox-relay reconcile --pg CONNINFO --brokers HOST:PORT[,...] --column-time NAME
+                              --since AGE|TIMESTAMP [--until AGE|TIMESTAMP] [--repair] [flags]
+
+  --pg CONNINFO                  libpq conninfo string or URI [required]
+  --brokers HOST:PORT[,...]      Kafka bootstrap servers [required]
+  --column-time NAME             the rows' time column (timestamptz; timestamp is read in the
+                                 server's time zone) [required]
+  --since AGE|TIMESTAMP          window start, inclusive: 2h (two hours ago), 7d, or
+                                 2026-11-30T10:00:00Z (no offset: UTC) [required]
+  --until AGE|TIMESTAMP          window end, exclusive (default: now). With a relay running, end
+                                 the window a little in the past (e.g. --until 1m) so that events
+                                 still on their way are not reported
+  --repair                       publish the missing events, then exit 0 if all were acknowledged
+  --table SCHEMA.TABLE           outbox table (default public.outbox)
+  --topic TEMPLATE               topic template over columns (default 'outbox.event.${aggregatetype}')
+  --column-id NAME               event id column, header "id" (default id)
+  --column-aggregatetype NAME    aggregate type column (default aggregatetype)
+  --column-aggregateid NAME      aggregate id column, the record key (default aggregateid)
+  --column-type NAME             event type column, header "type" (default type)
+  --column-payload NAME          payload column, the record value (default payload)
+  --margin DURATION              read Kafka from records stamped since - margin (default 1h); records
+                                 are stamped with their commit time, at or after the time column
+                                 when it is set by the database clock in the inserting transaction
+  --timeout DURATION             longest wait for Kafka without progress (default 60s)
+  -X PROPERTY=VALUE              librdkafka property for the consumer and the producer, repeatable
+  --help                         this text
+
+exit codes: 0 nothing missing (or, with --repair, everything missing was published), 1 rows missing
+            or unmappable, or an error, 2 bad flags
+)";
+}
+
+}  // namespace outbox::app

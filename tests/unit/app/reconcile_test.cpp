@@ -1,0 +1,323 @@
+// The pure parts of `outbox-relay reconcile`: its flags and time bounds, the id matching that
+// decides what is missing, the SQL of its scans (required columns, commit order), and its output
+// fields.
+#include "outbox/app/reconcile.hpp"
+
+#include <gtest/gtest.h>
+
+#include "outbox/app/options.hpp"
+
+namespace outbox::app {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::vector<std::string> kBase = {
+    "reconcile", "--pg", "x", "--brokers", "k:1", "--column-time", "created_at", "--since", "2h"};
+
+std::vector<std::string> with(std::vector<std::string> extra) {
+  std::vector<std::string> args = kBase;
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::string error_of(const std::vector<std::string>& args) {
+  try {
+    parse_command_line(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(ReconcileFlags, DefaultsAreTheRelays) {
+  const CommandLine cl = parse_command_line(kBase);
+  ASSERT_EQ(cl.command, Command::kReconcile);
+  const ReconcileOptions& o = cl.reconcile;
+  EXPECT_EQ(o.conninfo, "x");
+  EXPECT_EQ(o.brokers, "k:1");
+  EXPECT_EQ(o.column_time, "created_at");
+  ASSERT_TRUE(o.since.ago);
+  EXPECT_EQ(*o.since.ago, 2h);
+  EXPECT_FALSE(o.until);
+  EXPECT_FALSE(o.repair);
+  EXPECT_EQ(o.mapper.schema, "public");
+  EXPECT_EQ(o.mapper.table, "outbox");
+  EXPECT_EQ(o.mapper.topic_template, "outbox.event.${aggregatetype}");
+  EXPECT_EQ(o.mapper.column_id, "id");
+  EXPECT_EQ(o.mapper.column_aggregateid, "aggregateid");
+  EXPECT_EQ(o.mapper.column_type, "type");
+  EXPECT_EQ(o.mapper.column_payload, "payload");
+  EXPECT_EQ(o.margin, 1h);
+  EXPECT_EQ(o.timeout, 60s);
+}
+
+TEST(ReconcileFlags, AllFlags) {
+  const CommandLine cl = parse_command_line(with({"--until",
+                                                  "2026-11-30T10:00:00Z",
+                                                  "--repair",
+                                                  "--table",
+                                                  "app.events",
+                                                  "--topic",
+                                                  "ev.${kind}",
+                                                  "--column-id",
+                                                  "event_id",
+                                                  "--column-aggregateid",
+                                                  "agg",
+                                                  "--column-type",
+                                                  "t",
+                                                  "--column-payload",
+                                                  "body",
+                                                  "--margin",
+                                                  "5m",
+                                                  "--timeout",
+                                                  "10s",
+                                                  "-X",
+                                                  "security.protocol=plaintext",
+                                                  "-Xclient.id=r"}));
+  const ReconcileOptions& o = cl.reconcile;
+  ASSERT_TRUE(o.until);
+  EXPECT_FALSE(o.until->ago);
+  EXPECT_EQ(o.until->epoch_us, 1'796'032'800'000'000);
+  EXPECT_TRUE(o.repair);
+  EXPECT_EQ(o.mapper.schema, "app");
+  EXPECT_EQ(o.mapper.table, "events");
+  EXPECT_EQ(o.mapper.topic_template, "ev.${kind}");
+  EXPECT_EQ(o.mapper.column_id, "event_id");
+  EXPECT_EQ(o.mapper.column_aggregateid, "agg");
+  EXPECT_EQ(o.mapper.column_type, "t");
+  EXPECT_EQ(o.mapper.column_payload, "body");
+  EXPECT_EQ(o.margin, 5min);
+  EXPECT_EQ(o.timeout, 10s);
+  ASSERT_EQ(o.properties.size(), 2u);
+  EXPECT_EQ(o.properties[0],
+            (std::pair<std::string, std::string>{"security.protocol", "plaintext"}));
+  EXPECT_EQ(o.properties[1], (std::pair<std::string, std::string>{"client.id", "r"}));
+}
+
+TEST(ReconcileFlags, ErrorsNameTheFlag) {
+  EXPECT_EQ(error_of({"reconcile", "--brokers", "k:1", "--column-time", "c", "--since", "1h"}),
+            "--pg: required (a libpq conninfo or URI)");
+  EXPECT_EQ(error_of({"reconcile", "--pg", "x", "--column-time", "c", "--since", "1h"}),
+            "--brokers: required (HOST:PORT[,...])");
+  EXPECT_EQ(error_of({"reconcile", "--pg", "x", "--brokers", "k:1", "--column-time", "c"}),
+            "--since: required (an age such as 2h, or a timestamp)");
+  EXPECT_EQ(error_of({"reconcile", "--pg", "x", "--brokers", "k:1", "--since", "1h"}),
+            "--column-time: required (the rows' time column, e.g. created_at)");
+  EXPECT_EQ(error_of(with({"--since", "yesterday"})).rfind("--since: invalid time 'yesterday'", 0),
+            0u);
+  EXPECT_EQ(error_of(with({"--until", "3h"})), "--until: 3h is not after --since 2h");
+  EXPECT_EQ(error_of(with({"--since", "2026-11-30", "--until", "2026-11-29"})),
+            "--until: 2026-11-29 is not after --since 2026-11-30");
+  EXPECT_EQ(error_of(with({"--topic", "a.${"})).rfind("--topic: ", 0), 0u);
+  EXPECT_EQ(error_of(with({"--table", "a.b.c"})),
+            "--table: expected SCHEMA.TABLE or TABLE, got 'a.b.c'");
+  EXPECT_EQ(error_of(with({"--margin", "soon"})).rfind("--margin: invalid duration", 0), 0u);
+  EXPECT_EQ(error_of(with({"--timeout", "0"})), "--timeout: must be positive");
+  EXPECT_EQ(error_of(with({"-X", "novalue"})), "-X: expected PROPERTY=VALUE, got 'novalue'");
+  EXPECT_EQ(error_of(with({"--slot", "s"})), "unknown flag --slot (see --help)");
+  EXPECT_EQ(error_of(with({"--repair=yes"})), "--repair: takes no value");
+}
+
+TEST(ReconcileFlags, HelpNeedsNothingElse) {
+  const CommandLine cl = parse_command_line({"reconcile", "--help"});
+  EXPECT_TRUE(cl.reconcile.help);
+  EXPECT_NE(usage(Command::kReconcile).find("--column-time NAME"), std::string::npos);
+  EXPECT_NE(usage().find("reconcile"), std::string::npos);
+}
+
+TEST(TimeBound, Ages) {
+  for (const auto& [text, micros] :
+       std::vector<std::pair<std::string, std::int64_t>>{{"500ms", 500'000},
+                                                         {"90s", 90'000'000},
+                                                         {"30m", 1'800'000'000},
+                                                         {"30min", 1'800'000'000},
+                                                         {"2h", 7'200'000'000},
+                                                         {"7d", 604'800'000'000},
+                                                         {"0s", 0}}) {
+    const TimeBound b = parse_time_bound("--since", text);
+    ASSERT_TRUE(b.ago) << text;
+    EXPECT_EQ(b.ago->count(), micros) << text;
+    EXPECT_EQ(b.resolve(10'000'000'000'000), 10'000'000'000'000 - micros) << text;
+  }
+}
+
+TEST(TimeBound, Timestamps) {
+  // 2026-11-30T10:00:00Z is 1796032800 s after the epoch.
+  constexpr std::int64_t k = 1'796'032'800'000'000;
+  for (const auto& [text, micros] : std::vector<std::pair<std::string, std::int64_t>>{
+           {"2026-11-30T10:00:00Z", k},
+           {"2026-11-30T10:00:00", k},
+           {"2026-11-30 10:00:00", k},
+           {"2026-11-30T10:00", k},
+           {"2026-11-30t10:00z", k},
+           {"2026-11-30T11:00:00+01:00", k},
+           {"2026-11-30T11:00:00+0100", k},
+           {"2026-11-30T11:00:00+01", k},
+           {"2026-11-30T07:30:00-02:30", k},
+           {"2026-11-30T10:00:00.25Z", k + 250'000},
+           {"2026-11-30T10:00:00.1234567Z", k + 123'456},
+           {"2026-11-30", k - 36'000'000'000},
+           {"1970-01-01T00:00:00Z", 0},
+           {"2024-02-29T00:00:00Z", 1'709'164'800'000'000}}) {
+    const TimeBound b = parse_time_bound("--until", text);
+    EXPECT_FALSE(b.ago) << text;
+    EXPECT_EQ(b.epoch_us, micros) << text;
+    EXPECT_EQ(b.resolve(42), micros) << text;
+  }
+}
+
+TEST(TimeBound, Rejects) {
+  for (const std::string text :
+       {"", "2", "2x", "h", "-1h", "2026-11-31", "2026-02-29", "2026-13-01", "2026-11-30T24:00",
+        "2026-11-30T10:60", "2026-11-30T10:00:61", "2026-11-30T10", "2026-11-30T10:00:00.",
+        "2026-11-30T10:00:00+25:00", "2026-11-30T10:00:00 UTC", "26-11-30", "2026/11/30",
+        "99999999999999999999s", "1000000d"}) {
+    try {
+      parse_time_bound("--since", text);
+      ADD_FAILURE() << "accepted '" << text << "'";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--since: invalid time '" + text + "'", 0), 0u)
+          << e.what();
+    }
+  }
+}
+
+TEST(TimeBound, FormatUtcRoundTrips) {
+  EXPECT_EQ(format_utc(0), "1970-01-01T00:00:00.000000Z");
+  EXPECT_EQ(format_utc(1'796'032'800'250'001), "2026-11-30T10:00:00.250001Z");
+  EXPECT_EQ(format_utc(-1), "1969-12-31T23:59:59.999999Z");
+  for (std::int64_t us : {std::int64_t{0}, std::int64_t{1'709'164'800'123'456},
+                          std::int64_t{4'102'444'799'999'999}}) {
+    EXPECT_EQ(parse_time_bound("--since", format_utc(us)).epoch_us, us);
+  }
+}
+
+TEST(Matching, MissingAreTheWindowIdsNotSeenInKafka) {
+  const std::vector<std::string> window = {"2ce56e90-2ea7-48de-9cf5-46a98dac1ea3",
+                                           "a08a1549-a568-45f2-b48e-9ff5fa68049e", "order-17",
+                                           "ed967341-cfe9-4891-979c-9efc01eaef3c", "order-18"};
+  // Kafka holds some of them (one twice: at-least-once), and ids of other windows.
+  const std::vector<std::string> seen = {"a08a1549-a568-45f2-b48e-9ff5fa68049e", "order-17",
+                                         "a08a1549-a568-45f2-b48e-9ff5fa68049e",
+                                         "11111111-2222-3333-4444-555555555555", "order-99"};
+  EXPECT_EQ(missing_ids(window, seen),
+            (std::vector<std::string>{"2ce56e90-2ea7-48de-9cf5-46a98dac1ea3",
+                                      "ed967341-cfe9-4891-979c-9efc01eaef3c", "order-18"}));
+  EXPECT_TRUE(missing_ids(window, window).empty());
+  EXPECT_EQ(missing_ids(window, {}), window);
+  EXPECT_TRUE(missing_ids({}, seen).empty());
+}
+
+TEST(Matching, TextMatchIsExact) {
+  // An upper-case UUID is another text than PostgreSQL's; the relay sends what PostgreSQL prints.
+  EXPECT_EQ(missing_ids({"2ce56e90-2ea7-48de-9cf5-46a98dac1ea3"},
+                        {"2CE56E90-2EA7-48DE-9CF5-46A98DAC1EA3"}),
+            (std::vector<std::string>{"2ce56e90-2ea7-48de-9cf5-46a98dac1ea3"}));
+  EXPECT_EQ(missing_ids({"Order-1"}, {"order-1"}), (std::vector<std::string>{"Order-1"}));
+  EXPECT_EQ(missing_ids({"2ce56e90-2ea7-48de-9cf5-46a98dac1ea3 "},
+                        {"2ce56e90-2ea7-48de-9cf5-46a98dac1ea3"}),
+            (std::vector<std::string>{"2ce56e90-2ea7-48de-9cf5-46a98dac1ea3 "}));
+  EXPECT_TRUE(missing_ids({""}, {""}).empty());
+}
+
+TEST(Matching, IdSetIsCompactAndCountsDuplicates) {
+  EventIdSet ids;
+  char buf[40];
+  for (unsigned i = 0; i < 10'000; ++i) {
+    std::snprintf(buf, sizeof buf, "%08x-0000-4000-8000-%012x", i * 2654435761u, i);
+    ids.add(buf);
+  }
+  ids.add("not-a-uuid");
+  ids.add("not-a-uuid");
+  ids.seal();
+  EXPECT_EQ(ids.size(), 10'001u);
+  EXPECT_EQ(ids.duplicates(), 1u);
+  EXPECT_EQ(ids.missing(), 10'001u);
+  // 16 bytes and a bit per UUID.
+  EXPECT_LT(ids.memory_bytes(), 10'001u * 17 + 64);
+  std::snprintf(buf, sizeof buf, "%08x-0000-4000-8000-%012x", 7 * 2654435761u, 7u);
+  EXPECT_TRUE(ids.is_missing(buf));
+  EXPECT_TRUE(ids.mark_seen(buf));
+  EXPECT_TRUE(ids.mark_seen(buf));
+  EXPECT_FALSE(ids.is_missing(buf));
+  EXPECT_TRUE(ids.contains(buf));
+  EXPECT_FALSE(ids.mark_seen("00000000-0000-4000-8000-ffffffffffff"));
+  EXPECT_TRUE(ids.mark_seen("not-a-uuid"));
+  EXPECT_EQ(ids.missing(), 9'999u);
+}
+
+ReconcileOptions options_with_template(std::string tmpl) {
+  ReconcileOptions o = parse_command_line(kBase).reconcile;
+  o.mapper.topic_template = std::move(tmpl);
+  return o;
+}
+
+TEST(Queries, ScanTheWindowAndOrderByCommit) {
+  const std::vector<std::string> columns = {"id",   "aggregatetype", "aggregateid",
+                                            "type", "payload",       "created_at"};
+  const ReconcileOptions o = options_with_template("outbox.event.${aggregatetype}");
+  const ReconcileQueries q = reconcile_queries(o, columns, true, false);
+  EXPECT_EQ(q.scan,
+            "SELECT t.\"id\"::text, t.\"payload\" IS NULL, t.\"aggregateid\"::text, "
+            "t.\"created_at\"::text, t.\"aggregatetype\"::text FROM \"public\".\"outbox\" AS t "
+            "WHERE t.\"created_at\" >= $1::timestamptz AND t.\"created_at\" < $2::timestamptz");
+  EXPECT_NE(q.ordered.find("t.\"payload\"::text"), std::string::npos);
+  EXPECT_NE(q.ordered.find(" ORDER BY t.\"created_at\", pg_catalog.age(t.xmin) DESC, t.ctid"),
+            std::string::npos)
+      << q.ordered;
+  EXPECT_EQ(q.ordered.find("pg_xact_commit_timestamp"), std::string::npos);
+
+  const ReconcileQueries c = reconcile_queries(o, columns, false, true);
+  EXPECT_NE(c.ordered.find(" ORDER BY pg_catalog.pg_xact_commit_timestamp(t.xmin) NULLS FIRST, "
+                           "t.\"created_at\", pg_catalog.age(t.xmin) DESC, t.ctid"),
+            std::string::npos)
+      << c.ordered;
+  EXPECT_EQ(c.ordered.find("t.\"payload\"::text"), std::string::npos);  // not needed to list
+}
+
+TEST(Queries, OptionalAndRequiredColumns) {
+  // No type and no aggregateid column: the relay sends no type header and a null key.
+  const ReconcileOptions o = options_with_template("outbox.event.${aggregatetype}");
+  const ReconcileQueries q =
+      reconcile_queries(o, {"id", "aggregatetype", "payload", "created_at"}, true, false);
+  EXPECT_NE(q.ordered.find("SELECT t.\"id\"::text, NULL::text, NULL::text, t.\"payload\"::text"),
+            std::string::npos)
+      << q.ordered;
+  auto error = [&](const std::vector<std::string>& columns, const std::string& tmpl) {
+    try {
+      reconcile_queries(options_with_template(tmpl), columns, false, false);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error({"aggregatetype", "payload", "created_at"}, "t.${aggregatetype}"),
+            "table public.outbox has no column id (--column-id)");
+  EXPECT_EQ(error({"id", "aggregatetype", "created_at"}, "t.${aggregatetype}"),
+            "table public.outbox has no column payload (--column-payload)");
+  EXPECT_EQ(error({"id", "aggregatetype", "payload"}, "t.${aggregatetype}"),
+            "table public.outbox has no column created_at (--column-time)");
+  EXPECT_EQ(error({"id", "aggregatetype", "payload", "created_at"}, "t.${region}.${aggregatetype}"),
+            "table public.outbox has no column region (referenced by the topic template)");
+}
+
+TEST(Queries, IdentifiersAreQuoted) {
+  ReconcileOptions o = options_with_template("t.${we\"ird}");
+  o.mapper.table = "My Table";
+  const ReconcileQueries q =
+      reconcile_queries(o, {"id", "we\"ird", "payload", "created_at"}, false, false);
+  EXPECT_NE(q.scan.find("FROM \"public\".\"My Table\" AS t"), std::string::npos) << q.scan;
+  EXPECT_NE(q.scan.find("t.\"we\"\"ird\"::text"), std::string::npos) << q.scan;
+}
+
+TEST(Output, FieldValues) {
+  EXPECT_EQ(field_value(std::string("agg-1")), "agg-1");
+  EXPECT_EQ(field_value(std::nullopt), "NULL");
+  EXPECT_EQ(field_value(std::string("")), "\"\"");
+  EXPECT_EQ(field_value(std::string("2026-11-30 10:00:00+00")), "\"2026-11-30 10:00:00+00\"");
+  EXPECT_EQ(field_value(std::string("a\"b\\c=d")), "\"a\\\"b\\\\c=d\"");
+}
+
+}  // namespace
+}  // namespace outbox::app
