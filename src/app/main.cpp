@@ -1,5 +1,6 @@
 // outbox-relay: process entry. Command line, logging, signals, the metrics endpoint and the
-// summary line; the relay does the rest. `setup`, `status` and `drop` are one-shot commands.
+// summary line; the relay does the rest. `setup`, `status`, `drop` and `prune`
+// are one-shot commands.
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -17,6 +18,7 @@
 #include "outbox/app/logging.hpp"
 #include "outbox/app/options.hpp"
 #include "outbox/app/prometheus.hpp"
+#include "outbox/app/prune.hpp"
 #include "outbox/kafka/producer.hpp"
 #include "outbox/relay/relay.hpp"
 
@@ -213,6 +215,9 @@ int main(int argc, char** argv) {
     case outbox::app::Command::kDrop:
       if (cl.drop.help) break;
       return outbox::app::run_drop(cl.drop, std::cout, std::cerr);
+    case outbox::app::Command::kPrune:
+      if (cl.prune.help) break;
+      return outbox::app::run_prune(cl.prune, std::cout, std::cerr);
     case outbox::app::Command::kRun:
       if (cl.run.help) break;
       if (cl.run.version) {
