@@ -279,8 +279,9 @@ has certainly confirmed, so certainly relayed: rows whose inserting transaction 
 than the slot's catalog_xmin. Every transaction older than catalog_xmin committed before a WAL
 position the slot has confirmed. Rows of transactions the slot may still send are never deleted.
 Deletes run in batches of --batch rows, each its own short transaction, with --pause between them.
-On a partitioned outbox, a partition whose rows are all prunable is dropped whole instead (after
-locking it and checking again, with a 1s lock timeout: a busy partition is pruned row by row).
+On a partitioned outbox, a range partition on --column-time that ends before the cutoff and whose
+rows are all prunable is dropped whole instead (after locking it and checking again, with a 1s
+lock timeout: a busy partition is pruned row by row; list, hash and default partitions never go).
 Refuses when the slot does not exist, is lost, or has no catalog_xmin: then nothing is known.
 
 usage: outbox-relay prune --pg CONNINFO --older-than DURATION [flags]

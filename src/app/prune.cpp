@@ -71,12 +71,12 @@ int run_prune(const PruneOptions& o, std::ostream& out, std::ostream& err) {
     }
     if (auto why = prune_refusal(o.slot, view); !why.empty()) return fail(why);
 
-    const std::vector<pg::OutboxPart> parts = q.parts(o.schema, o.table);
     if (auto why = time_column_refusal(table, o.column_time, q.column_type(o.schema, o.table));
         !why.empty()) {
       return fail(why);
     }
     const std::string cutoff = q.cutoff(o.older_than);
+    const std::vector<pg::OutboxPart> parts = q.parts(o.schema, o.table, cutoff);
     out << (o.dry_run ? "dry run: " : "") << "prune " << table << ": rows with " << o.column_time
         << " before " << cutoff << " inserted by transactions older than catalog_xmin "
         << slot->catalog_xmin << " of slot " << o.slot << " (confirmed_flush_lsn "
@@ -93,7 +93,13 @@ int run_prune(const PruneOptions& o, std::ostream& out, std::ostream& err) {
                               " older than the retention but not certainly confirmed"
                         : "";
 
-      if (part.is_partition && c.rows > 0 && c.prunable == c.rows) {
+      const bool all_prunable = part.is_partition && c.rows > 0 && c.prunable == c.rows;
+      if (all_prunable && !part.closed_before_cutoff) {
+        out << what << ": all " << c.rows << " rows prunable, but not dropped: it is not a range "
+            << "partition on " << o.column_time << " ending before the cutoff (new rows could "
+            << "still belong to it)\n";
+      }
+      if (all_prunable && part.closed_before_cutoff) {
         if (o.dry_run) {
           out << what << ": would drop (" << c.rows << " rows, all prunable)\n";
           ++dropped;

@@ -58,23 +58,35 @@ std::optional<std::string> PruneQueries::column_type(const std::string& schema,
   return rows[0][0];
 }
 
-std::vector<OutboxPart> PruneQueries::parts(const std::string& schema, const std::string& table) {
+std::vector<OutboxPart> PruneQueries::parts(const std::string& schema, const std::string& table,
+                                            const std::string& cutoff) {
   if (db_.exec(std::string("SELECT ") + kRegclass, {schema, table}).at(0).at(0) == std::nullopt) {
     throw Error("look up table " + schema + "." + table + ": table does not exist", "42P01", false);
   }
   // Level 0 is the table itself: a plain table is its own only leaf; a partition given as
   // --table is never dropped whole (only its own partitions would be).
-  Rows rows =
-      db_.exec(std::string("SELECT n.nspname, c.relname, t.level > 0, pn.nspname, p.relname "
-                           "FROM pg_catalog.pg_partition_tree(") +
-                   kRegclass +
-                   ") t "
-                   "JOIN pg_catalog.pg_class c ON c.oid = t.relid "
-                   "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-                   "LEFT JOIN pg_catalog.pg_class p ON p.oid = t.parentrelid "
-                   "LEFT JOIN pg_catalog.pg_namespace pn ON pn.oid = p.relnamespace "
-                   "WHERE t.isleaf ORDER BY t.level, c.relname",
-               {schema, table});
+  // The upper bound of a range partition is read from its bound expression, "FOR VALUES FROM
+  // (...) TO ('<literal>')"; MAXVALUE, several key columns or another key do not qualify.
+  Rows rows = db_.exec(
+      std::string("SELECT n.nspname, c.relname, t.level > 0, pn.nspname, p.relname, "
+                  // CASE: the literal is cast only once the key is known to be the column.
+                  "CASE WHEN pt.partstrat = 'r' AND pt.partnatts = 1 AND ka.attname = $3 AND "
+                  "b.upper IS NOT NULL THEN b.upper::timestamptz <= $4::timestamptz "
+                  "ELSE false END "
+                  "FROM pg_catalog.pg_partition_tree(") +
+          kRegclass +
+          ") t "
+          "JOIN pg_catalog.pg_class c ON c.oid = t.relid "
+          "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+          "LEFT JOIN pg_catalog.pg_class p ON p.oid = t.parentrelid "
+          "LEFT JOIN pg_catalog.pg_namespace pn ON pn.oid = p.relnamespace "
+          "LEFT JOIN pg_catalog.pg_partitioned_table pt ON pt.partrelid = t.parentrelid "
+          "LEFT JOIN pg_catalog.pg_attribute ka ON ka.attrelid = t.parentrelid "
+          "AND ka.attnum = pt.partattrs[0] "
+          "LEFT JOIN LATERAL (SELECT substring(pg_catalog.pg_get_expr(c.relpartbound, c.oid) "
+          "FROM '^FOR VALUES FROM \\(.*\\) TO \\(''([^'']*)''\\)$') AS upper) b ON true "
+          "WHERE t.isleaf ORDER BY t.level, c.relname",
+      {schema, table, column_, cutoff});
   std::vector<OutboxPart> parts;
   // pg_partition_tree lists nothing for a table that is neither partitioned nor a partition.
   if (rows.empty() && db_.exec("SELECT relkind = 'p' FROM pg_catalog.pg_class WHERE oid = " +
@@ -82,7 +94,7 @@ std::vector<OutboxPart> PruneQueries::parts(const std::string& schema, const std
                                {schema, table})
                               .at(0)
                               .at(0) == "f") {
-    parts.push_back({schema, table, false, "", ""});
+    parts.push_back({schema, table, false, "", "", false});
   }
   for (const Row& r : rows) {
     OutboxPart part;
@@ -91,6 +103,7 @@ std::vector<OutboxPart> PruneQueries::parts(const std::string& schema, const std
     part.is_partition = r[2].value_or("") == "t";
     part.parent_schema = r[3].value_or("");
     part.parent_name = r[4].value_or("");
+    part.closed_before_cutoff = r[5].value_or("") == "t";
     parts.push_back(std::move(part));
   }
   return parts;

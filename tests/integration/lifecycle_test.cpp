@@ -481,5 +481,27 @@ TEST_F(LifecycleIntegration, PruneDropsConfirmedPartitionsAndKeepsPendingOnes) {
   EXPECT_EQ(json_number(st.out, "pending_events"), 5) << st.out;
 }
 
+// A list partition (here by aggregate type) takes new rows whatever their age: dropping it would
+// make the application's next insert fail. Its rows are deleted, the partition stays.
+TEST_F(LifecycleIntegration, PruneNeverDropsAListPartition) {
+  pg_->exec("CREATE TABLE " + qualified_ +
+            " (id uuid NOT NULL DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,"
+            " aggregateid text NOT NULL, type text NOT NULL, payload jsonb NOT NULL,"
+            " created_at timestamptz NOT NULL DEFAULT now()) PARTITION BY LIST (aggregatetype)");
+  pg_->exec("CREATE TABLE public." + table_ + "_mine PARTITION OF " + qualified_ +
+            " FOR VALUES IN ('" + aggregatetype_ + "')");
+  create_slot_and_publication("publish = 'insert', publish_via_partition_root = true");
+  insert_events(6, "3 days", "ConfirmedOld");
+  ASSERT_NO_FATAL_FAILURE(relay_confirms_everything_so_far());
+
+  CommandResult done = prune({"--older-than", "1d"});
+  ASSERT_EQ(done.exit_code, 0) << done.out << done.err;
+  EXPECT_TRUE(contains(done.out, "all 6 rows prunable, but not dropped")) << done.out;
+  EXPECT_TRUE(contains(done.out, "deleted 6 of 6 rows")) << done.out;
+  EXPECT_EQ(count_rows(), 0);
+  insert_events(1);  // the partition still takes the aggregate type's events
+  EXPECT_EQ(count_rows(), 1);
+}
+
 }  // namespace
 }  // namespace outbox_test

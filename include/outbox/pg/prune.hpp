@@ -2,7 +2,7 @@
 // deleting them in batches and dropping whole partitions. Blocking, over an AdminSession; not
 // thread-safe.
 //
-// The criterion (README "Pruning the outbox"): a row is prunable when
+// The criterion (README "Backlog and pruning"): a row is prunable when
 //   age(xmin) > age(slot.catalog_xmin)   -- its inserting transaction is older than catalog_xmin
 //   AND <time column> < cutoff           -- and it is past the retention.
 // catalog_xmin only moves (and is only persisted) together with a confirmed_flush_lsn at or past
@@ -48,6 +48,10 @@ struct OutboxPart {
   std::string name;
   bool is_partition = false;               // a leaf partition of the (partitioned) outbox
   std::string parent_schema, parent_name;  // its direct parent, when a partition
+  // A range partition on the time column alone whose upper bound is at or before the cutoff: no
+  // row of the present can be routed to it any more, so dropping it cannot make an insert fail.
+  // (A list or hash partition, or one whose range reaches the present, is never dropped.)
+  bool closed_before_cutoff = false;
 };
 
 struct PartCounts {
@@ -81,7 +85,8 @@ class PruneQueries {
   std::optional<std::string> column_type(const std::string& schema, const std::string& table);
   // The table itself when it is not partitioned, else its leaf partitions (every level).
   // Throws Error naming the table when it does not exist.
-  std::vector<OutboxPart> parts(const std::string& schema, const std::string& table);
+  std::vector<OutboxPart> parts(const std::string& schema, const std::string& table,
+                                const std::string& cutoff);
 
   PartCounts count(const OutboxPart& part, const std::string& cutoff);
   // Deletes up to `batch` prunable rows whose ctid is after `after_ctid` ("" for the start), in
