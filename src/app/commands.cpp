@@ -1,11 +1,13 @@
 #include "outbox/app/commands.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <ostream>
 #include <sstream>
 
 #include "outbox/app/logging.hpp"  // json_string
+#include "outbox/pg/slot_changes.hpp"
 #include "outbox/relay/relay.hpp"  // exit codes
 
 namespace outbox::app {
@@ -51,7 +53,8 @@ std::string human_bytes(std::uint64_t bytes) {
   return buf;
 }
 
-SlotHealth assess_slot(const std::optional<pg::SlotInfo>& slot, std::uint64_t max_retained) {
+SlotHealth assess_slot(const std::optional<pg::SlotInfo>& slot, std::uint64_t max_retained,
+                       const BacklogStatus* backlog) {
   SlotHealth h;
   if (!slot) {
     h.problems.push_back("slot does not exist");
@@ -70,14 +73,17 @@ SlotHealth assess_slot(const std::optional<pg::SlotInfo>& slot, std::uint64_t ma
                            " exceeds --max-retained " + human_bytes(max_retained));
     }
   }
+  if (backlog) {
+    for (auto& p : backlog_problems(*backlog)) h.problems.push_back(std::move(p));
+  }
   h.healthy = h.problems.empty();
   return h;
 }
 
 std::string format_status_text(const std::string& name, const std::optional<pg::SlotInfo>& slot,
-                               std::uint64_t max_retained) {
+                               std::uint64_t max_retained, const BacklogStatus* backlog) {
   std::ostringstream out;
-  const SlotHealth h = assess_slot(slot, max_retained);
+  const SlotHealth h = assess_slot(slot, max_retained, backlog);
   row(out, "slot", name);
   if (!slot) {
     row(out, "exists", "no");
@@ -116,6 +122,7 @@ std::string format_status_text(const std::string& name, const std::optional<pg::
       row(out, "last_reply", s.reply_time.value_or("-"));
     }
   }
+  if (backlog) out << format_backlog_text(*backlog);
   if (h.healthy) {
     row(out, "health", "ok");
   } else {
@@ -129,8 +136,8 @@ std::string format_status_text(const std::string& name, const std::optional<pg::
 }
 
 std::string format_status_json(const std::string& name, const std::optional<pg::SlotInfo>& slot,
-                               std::uint64_t max_retained) {
-  const SlotHealth h = assess_slot(slot, max_retained);
+                               std::uint64_t max_retained, const BacklogStatus* backlog) {
+  const SlotHealth h = assess_slot(slot, max_retained, backlog);
   std::string o = "{\"slot\":" + json_string(name) + ",\"exists\":" + (slot ? "true" : "false");
   if (slot) {
     const auto& s = *slot;
@@ -154,6 +161,7 @@ std::string format_status_json(const std::string& name, const std::optional<pg::
     o += ",\"flush_lag\":" + json_opt(s.flush_lag);
     o += ",\"reply_time\":" + json_opt(s.reply_time);
   }
+  if (backlog) o += format_backlog_json_fields(*backlog);
   o += ",\"max_retained_bytes\":" + std::to_string(max_retained);
   o += std::string(",\"healthy\":") + (h.healthy ? "true" : "false");
   o += ",\"problems\":[";
@@ -240,13 +248,55 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
   }
 }
 
+// Counts the pending outbox events from a copy of the slot (pg::SlotChangeScan). A failure to
+// count is reported in the backlog, not thrown: the slot's own state is still worth printing.
+BacklogStatus count_pending(const StatusOptions& o, const std::optional<pg::SlotInfo>& slot) {
+  BacklogStatus b;
+  b.scan_limit = o.scan_limit;
+  b.max_pending = o.max_pending;
+  b.max_age = o.max_age;
+  if (!slot) {
+    b.slot_missing = true;
+    b.error = "slot does not exist";
+    return b;
+  }
+  if (slot->slot_type != "logical" || slot->plugin != "pgoutput") {
+    b.error = "not a logical pgoutput slot";
+    return b;
+  }
+  if (slot->wal_status == "lost") {
+    b.error = "slot is lost";
+    return b;
+  }
+  try {
+    const auto started = std::chrono::steady_clock::now();
+    pg::SlotChangeScan scan(o.conninfo);
+    BacklogCounter counter(scan.table_relids(o.schema, o.table), o.schema, o.table);
+    const pg::SlotScanResult r =
+        scan.scan(o.slot, o.publication, o.scan_limit,
+                  [&](pg::Lsn lsn, std::span<const std::byte> bytes) { counter.add(bytes, lsn); });
+    b.count = counter.count();
+    b.stopped_at_limit = r.limit_reached;
+    b.scanned_upto = r.upto;
+    b.server_now = r.server_now;
+    b.scan_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  } catch (const pg::Error& e) {
+    b.error = e.what();
+  } catch (const BacklogDecodeError& e) {
+    b.error = e.what();
+  }
+  return b;
+}
+
 int run_status(const StatusOptions& o, std::ostream& out, std::ostream& err) {
   try {
     pg::AdminSession db(o.conninfo);
     auto slot = db.slot(o.slot);
-    out << (o.json ? format_status_json(o.slot, slot, o.max_retained_bytes)
-                   : format_status_text(o.slot, slot, o.max_retained_bytes));
-    return assess_slot(slot, o.max_retained_bytes).healthy ? 0 : 1;
+    const BacklogStatus backlog = count_pending(o, slot);
+    out << (o.json ? format_status_json(o.slot, slot, o.max_retained_bytes, &backlog)
+                   : format_status_text(o.slot, slot, o.max_retained_bytes, &backlog));
+    return assess_slot(slot, o.max_retained_bytes, &backlog).healthy ? 0 : 1;
   } catch (const pg::Error& e) {
     return fail(err, "status", e.what());
   }

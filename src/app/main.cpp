@@ -1,6 +1,6 @@
 // outbox-relay: process entry. Command line, logging, signals, the metrics endpoint and the
-// summary line; the relay does the rest. `setup`, `status`, `drop` and `reconcile` are one-shot
-// commands.
+// summary line; the relay does the rest. `setup`, `status`, `drop`, `reconcile` and `prune` are
+// one-shot commands.
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -19,6 +19,7 @@
 #include "outbox/app/options.hpp"
 #include "outbox/app/prometheus.hpp"
 #include "outbox/app/reconcile.hpp"
+#include "outbox/app/prune.hpp"
 #include "outbox/kafka/producer.hpp"
 #include "outbox/relay/relay.hpp"
 
@@ -218,6 +219,9 @@ int main(int argc, char** argv) {
     case outbox::app::Command::kReconcile:
       if (cl.reconcile.help) break;
       return outbox::app::run_reconcile(cl.reconcile, std::cout, std::cerr);
+    case outbox::app::Command::kPrune:
+      if (cl.prune.help) break;
+      return outbox::app::run_prune(cl.prune, std::cout, std::cerr);
     case outbox::app::Command::kRun:
       if (cl.run.help) break;
       if (cl.run.version) {

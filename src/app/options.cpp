@@ -29,11 +29,13 @@ std::chrono::microseconds parse_micros(const std::string& flag, const std::strin
     us = n * 60'000'000;
   } else if (unit == "h") {
     us = n * 3'600'000'000;
+  } else if (unit == "d") {
+    us = n * 86'400'000'000;
   } else {
     unit = "?";
   }
   if (unit == "?" || (flag == "--status-interval" && us < 1000)) {
-    throw UsageError(flag + ": invalid duration '" + text + "' (expected e.g. 500ms, 10s, 1m" +
+    throw UsageError(flag + ": invalid duration '" + text + "' (expected e.g. 500ms, 10s, 1m, 7d" +
                      (flag == "--status-interval" ? ", at least 1ms)" : ")"));
   }
   return std::chrono::microseconds(us);
@@ -61,6 +63,16 @@ std::uint64_t parse_size(const std::string& flag, const std::string& text, bool 
                             : "' (expected a positive integer)"));
   }
   return n * mult;
+}
+
+// A count where 0 is meaningful (e.g. --max-pending 0: any pending event is a problem).
+std::uint64_t parse_count(const std::string& flag, const std::string& text) {
+  std::uint64_t n = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || p != text.data() + text.size() || text.empty()) {
+    throw UsageError(flag + ": invalid count '" + text + "' (expected a non-negative integer)");
+  }
+  return n;
 }
 
 using Setter = std::function<void(const std::string&)>;
@@ -150,14 +162,16 @@ std::string usage() {
 confirming the replication slot only after the broker acknowledged every event up to it.
 
 usage: outbox-relay [run] --pg CONNINFO --brokers HOST:PORT[,...] [flags]
-       outbox-relay setup|status|drop --pg CONNINFO [flags]   (see outbox-relay COMMAND --help)
+       outbox-relay setup|status|drop|prune --pg CONNINFO [flags]   (see outbox-relay COMMAND --help)
 
 commands:
   run                            relay events (the default)
   setup                          create the publication and the slot (and the table with --create-table)
-  status                         show the slot's state; exit 1 when it is missing, lost or retains too much WAL
+  status                         show the slot's state and the pending events; exit 1 when it is missing,
+                                 lost, retains too much WAL, or the backlog exceeds --max-pending/--max-age
   drop                           drop the slot and the publication (needs --yes)
   reconcile                      list (and with --repair publish) outbox rows of a time window missing from Kafka
+  prune                          delete outbox rows past a retention that the slot certainly confirmed
 
 flags of run:
   --pg CONNINFO                  libpq conninfo string or URI (replication=database is added) [required]
@@ -227,18 +241,29 @@ exit codes: 0 done (or nothing to do), 1 error (the message names the object and
 )";
     case Command::kStatus:
       return R"(outbox-relay status: the slot's state from pg_replication_slots and pg_stat_replication: active
-and by which PID, confirmed_flush_lsn, restart_lsn, WAL retained for it, wal_status, lag.
+and by which PID, confirmed_flush_lsn, restart_lsn, WAL retained for it, wal_status, lag; and the
+backlog: the outbox events committed but not yet confirmed by the slot, and the commit time and
+age of the oldest. The backlog is counted without moving the slot, also while a relay holds it:
+the slot is copied to a temporary slot (it needs one free replication slot) and the copy is
+decoded up to the current WAL position, at most --scan-limit changes.
 
 usage: outbox-relay status --pg CONNINFO [flags]
 
   --pg CONNINFO                  libpq conninfo string or URI [required]
   --slot NAME                    logical replication slot (default outbox_relay)
+  --publication NAME             publication the relay reads (default outbox_relay)
+  --table SCHEMA.TABLE           outbox table; inserts into its partitions count too (default public.outbox)
   --json                         one JSON object instead of the table
   --max-retained SIZE            unhealthy when the slot retains more WAL than this (default 1GiB)
+  --max-pending N                unhealthy when more than N events are pending (default: no limit)
+  --max-age DURATION             unhealthy when the oldest pending event committed longer ago than
+                                 this, e.g. 5m (default: no limit)
+  --scan-limit N                 read at most about N changes (pgoutput messages) when counting;
+                                 past it the counts are lower bounds, shown as ">= N" (default 100000)
   --help                         this text
 
-exit codes: 0 healthy, 1 slot missing, lost, or retaining more than --max-retained (or an error),
-            2 bad flags
+exit codes: 0 healthy, 1 slot missing, lost, retaining more than --max-retained, or more pending
+            events than --max-pending or older than --max-age (or an error), 2 bad flags
 )";
     case Command::kReconcile:
       return reconcile_usage();
@@ -256,6 +281,32 @@ usage: outbox-relay drop --pg CONNINFO --yes [flags]
   --help                         this text
 
 exit codes: 0 dropped (or already absent), 1 error or --yes missing, 2 bad flags
+)";
+    case Command::kPrune:
+      return R"(outbox-relay prune: deletes outbox rows older than --older-than (by --column-time) that the slot
+has certainly confirmed, so certainly relayed: rows whose inserting transaction (xmin) is older
+than the slot's catalog_xmin. Every transaction older than catalog_xmin committed before a WAL
+position the slot has confirmed. Rows of transactions the slot may still send are never deleted.
+Deletes run in batches of --batch rows, each its own short transaction, with --pause between them.
+On a partitioned outbox, a range partition on --column-time that ends before the cutoff and whose
+rows are all prunable is dropped whole instead (after locking it and checking again, with a 1s
+lock timeout: a busy partition is pruned row by row; list, hash and default partitions never go).
+Refuses when the slot does not exist, is lost, or has no catalog_xmin: then nothing is known.
+
+usage: outbox-relay prune --pg CONNINFO --older-than DURATION [flags]
+
+  --pg CONNINFO                  libpq conninfo string or URI [required]
+  --slot NAME                    logical replication slot the relay uses (default outbox_relay)
+  --table SCHEMA.TABLE           outbox table (default public.outbox)
+  --older-than DURATION          retention, e.g. 7d, 12h, 30m [required]
+  --column-time NAME             timestamp column of the outbox the retention is measured on
+                                 (default created_at; prune refuses when the table has no such column)
+  --batch N                      rows per DELETE transaction (default 1000)
+  --pause DURATION               pause between two batches (default 100ms)
+  --dry-run                      only count what would be deleted or dropped
+  --help                         this text
+
+exit codes: 0 done (also when nothing was prunable), 1 refused or error, 2 bad flags
 )";
   }
   return usage();
@@ -410,23 +461,69 @@ SetupOptions parse_setup(const std::vector<std::string>& args) {
 StatusOptions parse_status(const std::vector<std::string>& args) {
   StatusOptions o;
   bool have_pg = false;
-  apply_flags(args,
-              {
-                  {"--pg", [&](const std::string& v) { o.conninfo = v, have_pg = true; }},
-                  {"--slot", [&](const std::string& v) { o.slot = v; }},
-                  {"--max-retained",
-                   [&](const std::string& v) {
-                     o.max_retained_bytes = parse_size("--max-retained", v, true);
-                   }},
-              },
-              {
-                  {"--json", [&] { o.json = true; }},
-                  {"--help", [&] { o.help = true; }},
-                  {"-h", [&] { o.help = true; }},
-              });
+  std::string table = "public.outbox";
+  apply_flags(
+      args,
+      {
+          {"--pg", [&](const std::string& v) { o.conninfo = v, have_pg = true; }},
+          {"--slot", [&](const std::string& v) { o.slot = v; }},
+          {"--publication", [&](const std::string& v) { o.publication = v; }},
+          {"--table", [&](const std::string& v) { table = v; }},
+          {"--max-retained",
+           [&](const std::string& v) {
+             o.max_retained_bytes = parse_size("--max-retained", v, true);
+           }},
+          {"--max-pending",
+           [&](const std::string& v) { o.max_pending = parse_count("--max-pending", v); }},
+          {"--max-age", [&](const std::string& v) { o.max_age = parse_duration("--max-age", v); }},
+          {"--scan-limit",
+           [&](const std::string& v) { o.scan_limit = parse_size("--scan-limit", v, false); }},
+      },
+      {
+          {"--json", [&] { o.json = true; }},
+          {"--help", [&] { o.help = true; }},
+          {"-h", [&] { o.help = true; }},
+      });
   if (o.help) return o;
   require_conninfo(have_pg, o.conninfo);
   require_name("--slot", o.slot);
+  require_name("--publication", o.publication);
+  std::tie(o.schema, o.table) = parse_table("--table", table);
+  return o;
+}
+
+PruneOptions parse_prune(const std::vector<std::string>& args) {
+  PruneOptions o;
+  bool have_pg = false, have_older_than = false;
+  std::string table = "public.outbox";
+  apply_flags(
+      args,
+      {
+          {"--pg", [&](const std::string& v) { o.conninfo = v, have_pg = true; }},
+          {"--slot", [&](const std::string& v) { o.slot = v; }},
+          {"--table", [&](const std::string& v) { table = v; }},
+          {"--column-time", [&](const std::string& v) { o.column_time = v; }},
+          {"--older-than",
+           [&](const std::string& v) {
+             o.older_than = parse_duration("--older-than", v);
+             have_older_than = true;
+           }},
+          {"--batch", [&](const std::string& v) { o.batch = parse_size("--batch", v, false); }},
+          {"--pause", [&](const std::string& v) { o.pause = parse_duration("--pause", v); }},
+      },
+      {
+          {"--dry-run", [&] { o.dry_run = true; }},
+          {"--help", [&] { o.help = true; }},
+          {"-h", [&] { o.help = true; }},
+      });
+  if (o.help) return o;
+  require_conninfo(have_pg, o.conninfo);
+  if (!have_older_than) {
+    throw UsageError("--older-than: required (the retention, e.g. 7d; rows younger are kept)");
+  }
+  require_name("--slot", o.slot);
+  require_name("--column-time", o.column_time);
+  std::tie(o.schema, o.table) = parse_table("--table", table);
   return o;
 }
 
@@ -543,9 +640,12 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
   } else if (word == "reconcile") {
     cl.command = Command::kReconcile;
     cl.reconcile = parse_reconcile(rest);
+  } else if (word == "prune") {
+    cl.command = Command::kPrune;
+    cl.prune = parse_prune(rest);
   } else {
     throw UsageError("unknown command " + word +
-                     " (expected run, setup, status, drop or reconcile; see --help)");
+                     " (expected run, setup, status, drop, reconcile or prune; see --help)");
   }
   return cl;
 }

@@ -5,6 +5,7 @@
 
 #include <iosfwd>
 
+#include "outbox/app/backlog.hpp"
 #include "outbox/app/options.hpp"
 #include "outbox/pg/admin.hpp"
 
@@ -19,13 +20,17 @@ struct SlotHealth {
   bool healthy = false;
   std::vector<std::string> problems;
 };
-SlotHealth assess_slot(const std::optional<pg::SlotInfo>& slot, std::uint64_t max_retained_bytes);
+SlotHealth assess_slot(const std::optional<pg::SlotInfo>& slot, std::uint64_t max_retained_bytes,
+                       const BacklogStatus* backlog = nullptr);
+// With a backlog, the report also shows the pending events and judges them.
 std::string format_status_text(const std::string& slot_name,
                                const std::optional<pg::SlotInfo>& slot,
-                               std::uint64_t max_retained_bytes);
+                               std::uint64_t max_retained_bytes,
+                               const BacklogStatus* backlog = nullptr);
 std::string format_status_json(const std::string& slot_name,
                                const std::optional<pg::SlotInfo>& slot,
-                               std::uint64_t max_retained_bytes);
+                               std::uint64_t max_retained_bytes,
+                               const BacklogStatus* backlog = nullptr);
 
 // "1.5 GiB", "512 B".
 std::string human_bytes(std::uint64_t bytes);

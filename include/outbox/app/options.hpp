@@ -1,6 +1,6 @@
 // Command line of `outbox-relay`: the default `run` command (the relay, with its flags) and the
-// operating commands beside it (setup, status, drop). Parsing is pure: no I/O besides what the
-// caller prints.
+// operating commands beside it (setup, status, drop, prune). Parsing is pure: no I/O besides what
+// the caller prints.
 #pragma once
 
 #include <chrono>
@@ -21,7 +21,7 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Command { kRun, kSetup, kStatus, kDrop, kReconcile };
+enum class Command { kRun, kSetup, kStatus, kDrop, kReconcile, kPrune };
 enum class LogFormat { kText, kJson };
 
 // An IP address and port to listen on.
@@ -65,6 +65,13 @@ struct StatusOptions {
   std::string slot = "outbox_relay";
   bool json = false;
   std::uint64_t max_retained_bytes = 1ULL << 30;
+  // The backlog: outbox inserts the slot has not confirmed, counted from a copy of the slot.
+  std::string publication = "outbox_relay";
+  std::string schema = "public";
+  std::string table = "outbox";
+  std::uint64_t scan_limit = 100'000;  // pgoutput messages read at most
+  std::optional<std::uint64_t> max_pending;
+  std::optional<std::chrono::milliseconds> max_age;
   bool help = false;
 };
 
@@ -77,6 +84,20 @@ struct DropOptions {
   bool help = false;
 };
 
+// Flags of `outbox-relay prune`.
+struct PruneOptions {
+  std::string conninfo;
+  std::string slot = "outbox_relay";
+  std::string schema = "public";
+  std::string table = "outbox";
+  std::string column_time = "created_at";   // timestamp column the retention is measured on
+  std::chrono::milliseconds older_than{0};  // required (--older-than)
+  std::uint64_t batch = 1000;               // rows per DELETE transaction
+  std::chrono::milliseconds pause{100};     // between two batches
+  bool dry_run = false;
+  bool help = false;
+};
+
 struct CommandLine {
   Command command = Command::kRun;
   Options run;  // kRun
@@ -84,10 +105,11 @@ struct CommandLine {
   StatusOptions status;
   DropOptions drop;
   ReconcileOptions reconcile;
+  PruneOptions prune;
 };
 
 // The whole command line (argv without the program name): an optional command word (run, setup,
-// status, drop, reconcile; run when absent) and its flags. Throws UsageError.
+// status, drop, reconcile, prune; run when absent) and its flags. Throws UsageError.
 CommandLine parse_command_line(const std::vector<std::string>& args);
 
 // The flags of `run` alone. Throws UsageError.

@@ -104,6 +104,78 @@ TEST(CommandLine, Status) {
   EXPECT_EQ(cl.status.max_retained_bytes, 512ULL << 20);
 }
 
+TEST(CommandLine, StatusBacklog) {
+  CommandLine cl = parse_command_line({"status", "--pg", "x"});
+  EXPECT_EQ(cl.status.publication, "outbox_relay");
+  EXPECT_EQ(cl.status.schema, "public");
+  EXPECT_EQ(cl.status.table, "outbox");
+  EXPECT_EQ(cl.status.scan_limit, 100'000u);
+  EXPECT_FALSE(cl.status.max_pending);
+  EXPECT_FALSE(cl.status.max_age);
+  cl = parse_command_line({"status", "--pg", "x", "--publication", "p", "--table", "app.events",
+                           "--max-pending", "0", "--max-age", "5m", "--scan-limit", "500"});
+  EXPECT_EQ(cl.status.publication, "p");
+  EXPECT_EQ(cl.status.schema, "app");
+  EXPECT_EQ(cl.status.table, "events");
+  EXPECT_EQ(cl.status.max_pending, 0u);
+  EXPECT_EQ(cl.status.max_age, std::chrono::minutes(5));
+  EXPECT_EQ(cl.status.scan_limit, 500u);
+
+  EXPECT_EQ(error_of({"status", "--pg", "x", "--max-pending", "-1"}),
+            "--max-pending: invalid count '-1' (expected a non-negative integer)");
+  EXPECT_EQ(error_of({"status", "--pg", "x", "--max-pending", "12k"}),
+            "--max-pending: invalid count '12k' (expected a non-negative integer)");
+  EXPECT_EQ(error_of({"status", "--pg", "x", "--max-age", "soon"}),
+            "--max-age: invalid duration 'soon' (expected e.g. 500ms, 10s, 1m, 7d)");
+  EXPECT_EQ(error_of({"status", "--pg", "x", "--scan-limit", "0"}),
+            "--scan-limit: invalid count '0' (expected a positive integer)");
+  EXPECT_EQ(error_of({"status", "--pg", "x", "--publication", ""}),
+            "--publication: must not be empty");
+  EXPECT_EQ(error_of({"status", "--pg", "x", "--table", "."}),
+            "--table: expected SCHEMA.TABLE or TABLE, got '.'");
+}
+
+TEST(CommandLine, Prune) {
+  CommandLine cl = parse_command_line({"prune", "--pg", "x", "--older-than", "7d"});
+  EXPECT_EQ(cl.command, Command::kPrune);
+  EXPECT_EQ(cl.prune.older_than, std::chrono::hours(24 * 7));
+  EXPECT_EQ(cl.prune.slot, "outbox_relay");
+  EXPECT_EQ(cl.prune.schema, "public");
+  EXPECT_EQ(cl.prune.table, "outbox");
+  EXPECT_EQ(cl.prune.column_time, "created_at");
+  EXPECT_EQ(cl.prune.batch, 1000u);
+  EXPECT_EQ(cl.prune.pause, std::chrono::milliseconds(100));
+  EXPECT_FALSE(cl.prune.dry_run);
+  cl = parse_command_line({"prune", "--pg", "x", "--older-than=90m", "--slot", "s", "--table",
+                           "app.events", "--column-time", "ts", "--batch", "50", "--pause", "0",
+                           "--dry-run"});
+  EXPECT_EQ(cl.prune.older_than, std::chrono::minutes(90));
+  EXPECT_EQ(cl.prune.slot, "s");
+  EXPECT_EQ(cl.prune.schema, "app");
+  EXPECT_EQ(cl.prune.table, "events");
+  EXPECT_EQ(cl.prune.column_time, "ts");
+  EXPECT_EQ(cl.prune.batch, 50u);
+  EXPECT_EQ(cl.prune.pause.count(), 0);
+  EXPECT_TRUE(cl.prune.dry_run);
+  EXPECT_TRUE(parse_command_line({"prune", "--help"}).prune.help);
+
+  EXPECT_EQ(error_of({"prune", "--pg", "x"}),
+            "--older-than: required (the retention, e.g. 7d; rows younger are kept)");
+  EXPECT_EQ(error_of({"prune", "--older-than", "1d"}), "--pg: required (a libpq conninfo or URI)");
+  EXPECT_EQ(error_of({"prune", "--pg", "x", "--older-than", "a week"}),
+            "--older-than: invalid duration 'a week' (expected e.g. 500ms, 10s, 1m, 7d)");
+  EXPECT_EQ(error_of({"prune", "--pg", "x", "--older-than", "1d", "--batch", "0"}),
+            "--batch: invalid count '0' (expected a positive integer)");
+  EXPECT_EQ(error_of({"prune", "--pg", "x", "--older-than", "1d", "--column-time", ""}),
+            "--column-time: must not be empty");
+  EXPECT_EQ(error_of({"prune", "--pg", "x", "--older-than", "1d", "--dry-run=yes"}),
+            "--dry-run: takes no value");
+  EXPECT_EQ(error_of({"prune", "--pg", "x", "--older-than", "1d", "--yes"}),
+            "unknown flag --yes (see --help)");
+  EXPECT_NE(usage(Command::kPrune).find("--column-time"), std::string::npos);
+  EXPECT_NE(usage().find("prune"), std::string::npos);
+}
+
 TEST(CommandLine, Drop) {
   CommandLine cl = parse_command_line({"drop", "--pg", "x"});
   EXPECT_EQ(cl.command, Command::kDrop);
@@ -129,9 +201,9 @@ TEST(CommandLine, HelpOfEachCommandNeedsNoOtherFlag) {
 }
 
 TEST(CommandLine, ErrorsNameTheFlagOrCommand) {
-  EXPECT_EQ(
-      error_of({"frobnicate"}),
-      "unknown command frobnicate (expected run, setup, status, drop or reconcile; see --help)");
+  EXPECT_EQ(error_of({"frobnicate"}),
+            "unknown command frobnicate (expected run, setup, status, drop, reconcile or prune; "
+            "see --help)");
   EXPECT_EQ(error_of({"setup"}), "--pg: required (a libpq conninfo or URI)");
   EXPECT_EQ(error_of({"status", "--pg", "x", "--brokers", "k:1"}),
             "unknown flag --brokers (see --help)");

@@ -1,0 +1,28 @@
+// `outbox-relay prune`: deletes outbox rows past a retention that the slot has certainly
+// confirmed (criterion and proof in pg/prune.hpp and the README), in small batches, and drops
+// whole partitions of a partitioned outbox when all their rows qualify. One-shot and blocking;
+// prints what it did on `out`, errors on `err`, returns the process exit code.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include "outbox/app/options.hpp"
+
+namespace outbox::app {
+
+int run_prune(const PruneOptions& options, std::ostream& out, std::ostream& err);
+
+// Why prune must not trust the slot, or "" when it may. Pure, for tests.
+struct PruneSlotView {
+  bool exists = false;
+  std::string slot_type, plugin, wal_status, database, current_database, catalog_xmin;
+};
+std::string prune_refusal(const std::string& slot_name, const PruneSlotView& slot);
+
+// Why the time column cannot measure the retention ("" when it can): missing, or not a
+// timestamp/date type. `type` is format_type's text, nullopt when the table has no such column.
+std::string time_column_refusal(const std::string& table, const std::string& column,
+                                const std::optional<std::string>& type);
+
+}  // namespace outbox::app

@@ -1,0 +1,141 @@
+#include "outbox/pg/slot_changes.hpp"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <optional>
+#include <vector>
+
+#include "libpq_handles.hpp"
+#include "pq_error.hpp"
+
+namespace outbox::pg {
+namespace {
+
+// One statement with text parameters and text results; `what` names the object in errors.
+std::vector<std::vector<std::string>> query(PGconn* c, const std::string& what,
+                                            const std::string& sql,
+                                            const std::vector<std::string>& params = {}) {
+  std::vector<const char*> values;
+  for (const auto& p : params) values.push_back(p.c_str());
+  ResultHandle r(PQexecParams(c, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                              values.data(), nullptr, nullptr, 0));
+  const auto status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+    throw pq_result_error(c, r.get(), what);
+  }
+  std::vector<std::vector<std::string>> rows(PQntuples(r.get()));
+  for (int i = 0; i < PQntuples(r.get()); ++i) {
+    for (int j = 0; j < PQnfields(r.get()); ++j) {
+      rows[i].emplace_back(PQgetvalue(r.get(), i, j), PQgetlength(r.get(), i, j));
+    }
+  }
+  return rows;
+}
+
+std::uint64_t be64(const char* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+}  // namespace
+
+struct SlotChangeScan::Impl {
+  ConnHandle conn;
+};
+
+SlotChangeScan::SlotChangeScan(const std::string& conninfo) : impl_(std::make_unique<Impl>()) {
+  const char* keys[] = {"dbname", "fallback_application_name", nullptr};
+  const char* values[] = {conninfo.c_str(), "outbox-relay status", nullptr};
+  impl_->conn.reset(PQconnectdbParams(keys, values, 1));
+  if (!impl_->conn) throw Error("connect to PostgreSQL: out of memory", "", true);
+  if (PQstatus(impl_->conn.get()) != CONNECTION_OK) {
+    throw Error("connect to PostgreSQL: " + one_line(PQerrorMessage(impl_->conn.get())), "", true);
+  }
+}
+
+SlotChangeScan::~SlotChangeScan() = default;
+
+std::set<std::uint32_t> SlotChangeScan::table_relids(const std::string& schema,
+                                                     const std::string& table) {
+  const std::string what = "look up table " + schema + "." + table;
+  auto rows =
+      query(impl_->conn.get(), what,
+            // pg_partition_tree lists nothing for a table that is neither
+            // partitioned nor a partition: the table itself comes first.
+            "WITH t AS (SELECT to_regclass(quote_ident($1) || '.' || quote_ident($2)) AS r) "
+            "SELECT r::oid::bigint FROM t WHERE r IS NOT NULL UNION "
+            "SELECT p.relid::oid::bigint FROM t, pg_catalog.pg_partition_tree(t.r) p",
+            {schema, table});
+  if (rows.empty()) throw Error(what + ": table does not exist", "42P01", false);
+  std::set<std::uint32_t> relids;
+  for (const auto& r : rows) {
+    std::uint32_t v = 0;
+    std::from_chars(r[0].data(), r[0].data() + r[0].size(), v);
+    relids.insert(v);
+  }
+  return relids;
+}
+
+SlotScanResult SlotChangeScan::scan(
+    const std::string& slot, const std::string& publication, std::uint64_t max_changes,
+    const std::function<void(Lsn, std::span<const std::byte>)>& on_change) {
+  PGconn* c = impl_->conn.get();
+  SlotScanResult result;
+  // The end is fixed at the start, so a busy server cannot keep the scan going; the copy's name
+  // is unique among live sessions (a temporary slot dies with its backend).
+  auto start = query(c, "read the current WAL position",
+                     "SELECT pg_current_wal_lsn()::text, 'outbox_relay_scan_' || pg_backend_pid()");
+  result.upto = Lsn::parse(start.at(0).at(0)).value_or(Lsn{});
+  const std::string copy = start.at(0).at(1);
+  query(c, "copy replication slot " + slot + " to temporary slot " + copy,
+        "SELECT pg_copy_logical_replication_slot($1, $2, true)", {slot, copy});
+
+  const std::string limit = std::to_string(std::min<std::uint64_t>(max_changes, INT_MAX));
+  const std::string sql =
+      "SELECT lsn, data FROM pg_logical_slot_get_binary_changes($1, $2::pg_lsn, $3::int, "
+      "'proto_version', '1', 'publication_names', quote_ident($4))";
+  const std::string upto = result.upto.to_string();
+  const char* values[] = {copy.c_str(), upto.c_str(), limit.c_str(), publication.c_str()};
+  const std::string what = "decode temporary copy " + copy + " of replication slot " + slot;
+  // Binary results: data arrives as raw bytes (half the size of bytea's hex text), lsn as 8 bytes.
+  if (!PQsendQueryParams(c, sql.c_str(), 4, nullptr, values, nullptr, nullptr, 1)) {
+    throw pq_result_error(c, nullptr, what);
+  }
+  if (!PQsetSingleRowMode(c)) throw pq_result_error(c, nullptr, what);
+  std::optional<Error> failure;
+  for (;;) {
+    ResultHandle r(PQgetResult(c));
+    if (!r) break;
+    const auto status = PQresultStatus(r.get());
+    if (status == PGRES_SINGLE_TUPLE) {
+      if (failure) continue;  // drain after an error
+      if (PQgetlength(r.get(), 0, 0) != 8) {
+        failure.emplace(what + ": unexpected lsn column length", "", false);
+        continue;
+      }
+      const Lsn lsn{be64(PQgetvalue(r.get(), 0, 0))};
+      const auto* data = reinterpret_cast<const std::byte*>(PQgetvalue(r.get(), 0, 1));
+      ++result.changes;
+      on_change(lsn, std::span<const std::byte>(data, PQgetlength(r.get(), 0, 1)));
+    } else if (status != PGRES_TUPLES_OK && !failure) {
+      failure.emplace(pq_result_error(c, r.get(), what));
+    }
+  }
+  if (failure) throw *failure;
+  result.limit_reached = result.changes >= max_changes;
+
+  auto end = query(c, "drop temporary replication slot " + copy,
+                   "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, "
+                   "pg_drop_replication_slot($1)",
+                   {copy});
+  std::int64_t unix_us = 0;
+  std::from_chars(end.at(0).at(0).data(), end.at(0).at(0).data() + end.at(0).at(0).size(), unix_us);
+  result.server_now = pgoutput::from_unix_micros(unix_us);
+  return result;
+}
+
+}  // namespace outbox::pg

@@ -1,0 +1,55 @@
+// When `prune` refuses to trust the slot or the time column: nothing is deleted unless the slot
+// is the relay's live logical slot in this database with a catalog_xmin, and the retention
+// column exists and is a timestamp.
+#include "outbox/app/prune.hpp"
+
+#include <gtest/gtest.h>
+
+namespace outbox::app {
+namespace {
+
+PruneSlotView good_slot() {
+  return {true, "logical", "pgoutput", "reserved", "app", "app", "1234"};
+}
+
+TEST(Prune, TrustsOnlyALiveLogicalSlotWithACatalogXmin) {
+  EXPECT_EQ(prune_refusal("s", good_slot()), "");
+
+  EXPECT_EQ(prune_refusal("s", PruneSlotView{}),
+            "refusing to prune: replication slot s does not exist, so nothing tells which outbox "
+            "rows were relayed (give the relay's --slot)");
+  auto physical = good_slot();
+  physical.slot_type = "physical";
+  physical.plugin = "";
+  EXPECT_NE(prune_refusal("s", physical).find("not the relay's logical pgoutput slot"),
+            std::string::npos);
+  auto other_db = good_slot();
+  other_db.database = "billing";
+  EXPECT_NE(prune_refusal("s", other_db).find("belongs to database billing, not app"),
+            std::string::npos);
+  auto lost = good_slot();
+  lost.wal_status = "lost";
+  EXPECT_NE(prune_refusal("s", lost).find("is lost"), std::string::npos);
+  auto creating = good_slot();
+  creating.catalog_xmin = "";
+  EXPECT_NE(prune_refusal("s", creating).find("has no catalog_xmin"), std::string::npos);
+}
+
+TEST(Prune, TheTimeColumnMustExistAndBeATimestamp) {
+  EXPECT_EQ(
+      time_column_refusal("public.outbox", "created_at", std::string("timestamp with time zone")),
+      "");
+  EXPECT_EQ(time_column_refusal("public.outbox", "day", std::string("date")), "");
+  const std::string missing = time_column_refusal("public.outbox", "created_at", std::nullopt);
+  EXPECT_EQ(missing.rfind("refusing to prune: table public.outbox has no column created_at "
+                          "(--column-time)",
+                          0),
+            0u)
+      << missing;
+  EXPECT_NE(time_column_refusal("public.outbox", "payload", std::string("jsonb"))
+                .find("column payload of table public.outbox is of type jsonb"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace outbox::app
