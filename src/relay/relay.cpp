@@ -887,7 +887,10 @@ class Relay::Impl {
     schedule_check();
     Lsn flush = confirm_lsn();
     try {
-      conn_->send_status(flush, flush, false);
+      // write: what the relay has handled; only flush moves the slot. A walsender that shuts
+      // down waits until write reaches what it sent, and the flush position may wait for a
+      // publication check that cannot run while the server shuts down.
+      conn_->send_status(std::max(flush, tracker_.confirmable()), flush, false);
       last_status_sent_ = Clock::now();
     } catch (const pg::Error& e) {
       // The read loop sees the broken connection and reconnects.

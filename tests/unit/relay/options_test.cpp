@@ -115,13 +115,13 @@ TEST(Options, TableWithoutSchemaIsPublic) {
 
 TEST(Options, ErrorsNameTheFlag) {
   EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--status-interval", "banana"}),
-            "--status-interval: invalid duration 'banana' (expected e.g. 500ms, 10s, 1m, at "
+            "--status-interval: invalid duration 'banana' (expected e.g. 500ms, 10s, 1m, 7d, at "
             "least 1ms)");
   EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--status-interval", "200us"}),
-            "--status-interval: invalid duration '200us' (expected e.g. 500ms, 10s, 1m, at "
+            "--status-interval: invalid duration '200us' (expected e.g. 500ms, 10s, 1m, 7d, at "
             "least 1ms)");
   EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--read-pause", "soon"}),
-            "--read-pause: invalid duration 'soon' (expected e.g. 500ms, 10s, 1m)");
+            "--read-pause: invalid duration 'soon' (expected e.g. 500ms, 10s, 1m, 7d)");
   EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--bogus"}),
             "unknown flag --bogus (see --help)");
   EXPECT_EQ(error_of({"--brokers", "k:1"}), "--pg: required (a libpq conninfo or URI)");
