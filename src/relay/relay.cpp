@@ -401,8 +401,10 @@ class Relay::Impl {
     ++metrics_.publication_checks;
   }
 
-  // A check while streaming. A catalog connection that fails is retried on the next check; the
-  // confirmed position waits meanwhile.
+  // A check while streaming. A check that cannot run ends the session (reconnect with backoff):
+  // the catalog and the stream come from the same server, and a server shutting down waits for
+  // the slot to be confirmed up to what it sent, which waits for a check; after the reconnect
+  // the stream resumes at the confirmed position, so nothing is lost.
   awaitable<void> periodic_check() {
     const Lsn was = confirm_lsn();
     try {
@@ -412,12 +414,9 @@ class Relay::Impl {
       if (e.code() != asio::error::operation_aborted || !(stopping_ || fatal_)) throw;
       co_return;
     } catch (const pg::Error& e) {
-      last_check_ = Clock::now();
-      catalog_.reset();
-      log_->warn(
-          "event=publication_check_failed slot={} error={}: the confirmed position waits "
-          "for the next check",
-          config_.slot, quoted(e.what()));
+      log_->warn("event=publication_check_failed slot={} confirmed={} error={}: reconnecting",
+                 config_.slot, confirm_lsn().to_string(), quoted(e.what()));
+      throw;
     }
     schedule_check();
     if (confirm_lsn() > was) send_status();
