@@ -168,6 +168,14 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
     w.sample("outbox_relay_skipped_changes_total", label("reason", reason),
              it == m.skipped_changes.end() ? std::uint64_t{0} : it->second);
   }
+  w.single("outbox_relay_parked_events_total", "counter",
+           "Events sent to the dead-letter topic because an earlier event of their aggregate was "
+           "(--on-error dlq keeps each aggregate in order).",
+           m.parked_events);
+  w.single("outbox_relay_parked_aggregates", "gauge",
+           "Aggregates whose events go to the dead-letter topic since one of them was "
+           "dead-lettered.",
+           m.parked_aggregates);
   w.single("outbox_relay_publication_checks_total", "counter",
            "Checks that the publication publishes every insert into the outbox table, passed.",
            m.publication_checks);

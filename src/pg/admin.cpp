@@ -6,27 +6,10 @@
 
 #include "libpq_handles.hpp"
 #include "outbox/pg/publication_check.hpp"
+#include "pq_error.hpp"
 
 namespace outbox::pg {
 namespace {
-
-// "<what>: <primary message> (SQLSTATE xxxxx; detail: ...; hint: ...)".
-Error result_error(PGconn* c, const PGresult* r, const std::string& what) {
-  auto field = [&](int code) -> std::string {
-    const char* v = r ? PQresultErrorField(r, code) : nullptr;
-    return v ? v : "";
-  };
-  std::string state = field(PG_DIAG_SQLSTATE);
-  std::string msg = field(PG_DIAG_MESSAGE_PRIMARY);
-  if (msg.empty()) msg = r ? one_line(PQresultErrorMessage(r)) : "";
-  if (msg.empty()) msg = one_line(PQerrorMessage(c));
-  std::string extra;
-  if (!state.empty()) extra += "SQLSTATE " + state;
-  if (auto d = field(PG_DIAG_MESSAGE_DETAIL); !d.empty()) extra += "; detail: " + d;
-  if (auto h = field(PG_DIAG_MESSAGE_HINT); !h.empty()) extra += "; hint: " + h;
-  if (!extra.empty()) msg += " (" + extra + ")";
-  return Error(what + ": " + msg, state, PQstatus(c) == CONNECTION_BAD);
-}
 
 std::optional<Lsn> lsn_of(const std::optional<std::string>& text) {
   if (!text) return std::nullopt;
@@ -49,7 +32,7 @@ Rows run(PGconn* c, const std::string& what, const std::string& sql,
                               values.data(), nullptr, nullptr, 0));
   const auto status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    throw result_error(c, r.get(), what);
+    throw pq_result_error(c, r.get(), what);
   }
   Rows rows;
   const int n = PQntuples(r.get()), cols = PQnfields(r.get());

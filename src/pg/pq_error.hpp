@@ -1,6 +1,6 @@
-// Error from a failed libpq result, private to the pg module: "<what>: <primary message>
-// (SQLSTATE xxxxx; detail: ...; hint: ...)", as the operating commands print it. Same wording as
-// AdminSession's errors (admin.cpp keeps its own copy until both move here).
+// Error from a failed libpq result, private to the pg module, for every connection (replication,
+// catalog, the commands'): "<what>: <primary message> (SQLSTATE xxxxx; detail: ...; hint: ...)",
+// with the SQLSTATE kept for classification.
 #pragma once
 
 #include <libpq-fe.h>

@@ -15,6 +15,7 @@
 
 #include "libpq_handles.hpp"
 #include "outbox/pgoutput/wire.hpp"
+#include "pq_error.hpp"
 
 namespace outbox::pg {
 namespace asio = boost::asio;
@@ -25,13 +26,6 @@ namespace {
 
 Error conn_error(PGconn* c, const std::string& what) {
   return Error(what + ": " + one_line(PQerrorMessage(c)), "", PQstatus(c) == CONNECTION_BAD);
-}
-
-Error result_error(PGconn* c, const PGresult* r, const std::string& what) {
-  const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-  std::string msg = one_line(PQresultErrorMessage(r));
-  if (msg.empty()) msg = one_line(PQerrorMessage(c));
-  return Error(what + ": " + msg, state ? state : "", PQstatus(c) == CONNECTION_BAD);
 }
 
 // Over TLS, libpq reads one TLS record at a time into whatever room its buffer has; the rest of
@@ -202,7 +196,7 @@ awaitable<Rows> ReplicationConnection::exec(const std::string& sql, Duration tim
   ResultHandle r = co_await impl_->get_result(until, "running a query");
   ExecStatusType st = PQresultStatus(r.get());
   if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-    throw result_error(c, r.get(), "\"" + sql + "\"");
+    throw pq_result_error(c, r.get(), "\"" + sql + "\"");
   }
   Rows rows;
   int n = PQntuples(r.get()), m = PQnfields(r.get());
@@ -246,7 +240,7 @@ awaitable<void> ReplicationConnection::start_replication(const std::string& comm
   co_await impl_->flush_all(until, "sending START_REPLICATION");
   ResultHandle r = co_await impl_->get_result(until, "starting replication");
   if (PQresultStatus(r.get()) != PGRES_COPY_BOTH) {
-    throw result_error(c, r.get(), "START_REPLICATION");
+    throw pq_result_error(c, r.get(), "START_REPLICATION");
   }
 }
 
@@ -265,7 +259,7 @@ std::optional<std::span<const std::byte>> ReplicationConnection::try_read() {
     // The server ended the copy: its final result says why.
     ResultHandle r(PQgetResult(c));
     if (r && PQresultStatus(r.get()) == PGRES_FATAL_ERROR) {
-      throw result_error(c, r.get(), "replication stream");
+      throw pq_result_error(c, r.get(), "replication stream");
     }
     throw Error("the server ended the replication stream", "", true);
   }

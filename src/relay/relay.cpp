@@ -81,6 +81,9 @@ constexpr std::uint64_t kDlqFlag = 1ULL << 63;
 // Marks a record sent again alone, to tell a bad record from the good ones rejected with it.
 constexpr std::uint64_t kIsolatedFlag = 1ULL << 62;
 
+// reason_code of an event dead-lettered because an earlier event of its aggregate was.
+constexpr std::string_view kParked = "PARKED";
+
 // Frames handled between two turns of the io_context.
 constexpr std::size_t kYieldFrames = 256;
 
@@ -685,6 +688,22 @@ class Relay::Impl {
       return Handled::kDone;
     }
     const auto& ev = std::get<outbox::Event>(mapped);
+    if (!parked_.empty() || parked_null_key_) {
+      if (is_parked(ev.key)) {
+        Poison p{ev.id,
+                 ev.key,
+                 ev.value,
+                 ev.type,
+                 ev.topic,
+                 config_.mapper.schema + "." + config_.mapper.table,
+                 "parked: an earlier event of aggregate " + std::string(ev.key.value_or("(null)")) +
+                     " was dead-lettered, so its later events follow it to the dead-letter "
+                     "topic (none may pass it)",
+                 std::string(kParked),
+                 false};
+        return poison_in_stream(p);
+      }
+    }
     headers_[0] = {"id", ev.id};
     std::size_t nheaders = 1;
     if (ev.type) headers_[nheaders++] = {"type", *ev.type};
@@ -724,6 +743,26 @@ class Relay::Impl {
     bool size_error;          // the value itself is too large: leave it out of the DLQ record
   };
 
+  // Per-aggregate order under --on-error dlq: once an event of an aggregate (key) is
+  // dead-lettered, its later events go to the dead-letter topic too, in order, for as long as the
+  // process runs, so that no later event of the aggregate reaches its topic before an operator has
+  // dealt with the dead-lettered one.
+  void park(std::optional<std::string_view> key) {
+    if (!key) {
+      parked_null_key_ = true;
+    } else if (parked_.emplace(*key).second) {
+      log_->warn(
+          "event=aggregate_parked slot={} key={} dlq_topic={}: its later events go to the "
+          "dead-letter topic until the relay is restarted",
+          config_.slot, quoted(*key), config_.dlq_topic);
+    }
+    metrics_.parked_aggregates = parked_.size() + (parked_null_key_ ? 1 : 0);
+  }
+
+  bool is_parked(std::optional<std::string_view> key) const {
+    return key ? parked_.find(*key) != parked_.end() : parked_null_key_;
+  }
+
   // Byte count of the DLQ record, as its delivery report will give it.
   static std::size_t dlq_bytes(const Poison& p) {
     return (p.key ? p.key->size() : 0) + (p.size_error || !p.value ? 0 : p.value->size());
@@ -740,7 +779,12 @@ class Relay::Impl {
 
   // A poison event met while reading the stream (mapping or local produce failure).
   Handled poison_in_stream(const Poison& p) {
-    ++metrics_.delivery_errors[p.reason_code];
+    const bool parked = p.reason_code == kParked;
+    if (parked) {
+      ++metrics_.parked_events;
+    } else {
+      ++metrics_.delivery_errors[p.reason_code];
+    }
     if (config_.on_error == OnError::kFail) {
       throw FatalError({kExitPoisonEvent, "cannot relay " + describe(p, commit_lsn_) + "; slot " +
                                               config_.slot + " is not confirmed past it"});
@@ -748,9 +792,15 @@ class Relay::Impl {
     switch (dead_letter(p, *txn_, commit_lsn_)) {
       case kafka::ProduceStatus::kQueued:
         tracker_.add_event(*txn_, dlq_bytes(p));
+        park(p.key);
         return Handled::kDone;
       case kafka::ProduceStatus::kQueueFull:
-        --metrics_.delivery_errors[p.reason_code];  // counted again when retried
+        // Counted again when retried.
+        if (parked) {
+          --metrics_.parked_events;
+        } else {
+          --metrics_.delivery_errors[p.reason_code];
+        }
         return Handled::kQueueFull;
       case kafka::ProduceStatus::kFailed:
         break;
@@ -829,6 +879,7 @@ class Relay::Impl {
       } else {
         // The original record's place in its transaction passes to the DLQ record.
         tracker_.resize_event(txn, d.bytes, dlq_bytes(p));
+        park(p.key);
       }
     }
     if (waiting_ && (!paused_ || stopping_ || fatal_ || below_low_watermark())) wake_.cancel();
@@ -886,9 +937,8 @@ class Relay::Impl {
     schedule_check();
     Lsn flush = confirm_lsn();
     try {
-      // write: what the relay has handled; only flush moves the slot. A walsender that shuts
-      // down waits until write reaches what it sent, and the flush position may wait for a
-      // publication check that cannot run while the server shuts down.
+      // write: what the relay has handled (pg_stat_replication.write_lsn); only flush, the
+      // verified position, moves the slot.
       conn_->send_status(std::max(flush, tracker_.confirmable()), flush, false);
       last_status_sent_ = Clock::now();
     } catch (const pg::Error& e) {
@@ -951,6 +1001,15 @@ class Relay::Impl {
   std::uint32_t resolving_relid_ = 0;
   std::unordered_map<std::uint32_t, std::string> relation_names_;
   std::unordered_set<std::string> logged_skips_;
+  // Keys of aggregates with a dead-lettered event (see park()); looked up by string_view.
+  struct KeyHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view key) const noexcept {
+      return std::hash<std::string_view>{}(key);
+    }
+  };
+  std::unordered_set<std::string, KeyHash, std::equal_to<>> parked_;
+  bool parked_null_key_ = false;
   bool waiting_ = false;
   bool paused_ = false;  // backpressure: stopped reading until in-flight falls to half the bounds
   bool stopping_ = false;

@@ -217,10 +217,10 @@ struct FinalError {
 
 class MockFinalError : public MockCluster, public ::testing::WithParamInterface<FinalError> {
  protected:
-  std::string row(int seq, const std::string& type) {
+  std::string row(int seq, const std::string& type, const std::string& aggregate = "agg-1") {
     return "INSERT INTO " + qualified_table() +
-           " (aggregatetype, aggregateid, type, payload, seq) VALUES ('" + aggregatetype_ +
-           "', 'agg-1', '" + type + "', '{\"seq\": " + std::to_string(seq) + "}', " +
+           " (aggregatetype, aggregateid, type, payload, seq) VALUES ('" + aggregatetype_ + "', '" +
+           aggregate + "', '" + type + "', '{\"seq\": " + std::to_string(seq) + "}', " +
            std::to_string(seq) + ")";
   }
   // Event 1 delivered; then the error armed for the next Produce request(s) and event 2
@@ -282,7 +282,9 @@ TEST_P(MockFinalError, DlqCarriesOn) {
   // After a refusal librdkafka holds the topic as refused until its next metadata refresh, so
   // a good event committed meanwhile is dead-lettered too, with the same reason (delivered, not
   // lost), as it would be for a topic that stays refused. The stream goes on: good events are
-  // committed one at a time until one reaches its topic.
+  // committed one at a time until one reaches its topic. Each is of an aggregate of its own: the
+  // poison's (agg-1) is parked, and so is each aggregate whose event the held refusal
+  // dead-lettered; their later events follow to the DLQ.
   const bool refusal_sticks = GetParam().err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
   auto good_on_topic = [&](const std::vector<Record>& records) {
     int good = 0;
@@ -294,7 +296,7 @@ TEST_P(MockFinalError, DlqCarriesOn) {
   Lsn after_last = 0;
   bool arrived = false;
   for (int seq = 3; seq < 3 + (refusal_sticks ? 20 : 1) && !arrived && relay.is_running(); ++seq) {
-    pg_->exec(row(seq, "Good"));
+    pg_->exec(row(seq, "Good", "agg-" + std::to_string(seq)));
     after_last = pg_->current_wal_lsn();
     const std::string value = "{\"seq\": " + std::to_string(seq) + "}";
     // This event lands somewhere (its topic or the DLQ) within 60 s.

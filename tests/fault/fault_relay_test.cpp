@@ -18,6 +18,7 @@
 #include <map>
 #include <random>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -94,11 +95,18 @@ class Poison : public FaultTest, public ::testing::WithParamInterface<PoisonCase
     return args;
   }
 
-  std::string good_row(int seq) const {
+  std::string good_row(int seq, const std::string& aggregate = "agg-1") const {
     return "INSERT INTO " + qualified_table() +
-           " (aggregatetype, aggregateid, type, payload, seq) VALUES ('" + aggregatetype_ +
-           "', 'agg-1', 'Good', '{\"seq\": " + std::to_string(seq) + "}', " + std::to_string(seq) +
-           ")";
+           " (aggregatetype, aggregateid, type, payload, seq) VALUES ('" + aggregatetype_ + "', '" +
+           aggregate + "', 'Good', '{\"seq\": " + std::to_string(seq) + "}', " +
+           std::to_string(seq) + ")";
+  }
+
+  // The poison event is refused before it is produced (mapping, or librdkafka's own size check),
+  // with the key agg-1: under --on-error dlq its aggregate is parked before event 3 is read.
+  bool parks_before_the_next_event() const {
+    return GetParam().kind != PoisonKind::kTooLargeBroker &&
+           GetParam().kind != PoisonKind::kInvalidRecord;
   }
 
   std::string poison_row(int seq) const {
@@ -133,8 +141,9 @@ class Poison : public FaultTest, public ::testing::WithParamInterface<PoisonCase
     return {};
   }
 
-  // good event 1; poison event 2 (its own transaction); good event 3. Returns after all three
-  // committed; poison_before_/poison_after_ bracket the poison transaction's commit record.
+  // good event 1; poison event 2 (its own transaction); good event 3 (all of aggregate agg-1,
+  // but a NULL-key poison); good event 4 of aggregate agg-2. Returns after all four committed;
+  // poison_before_/poison_after_ bracket the poison transaction's commit record.
   void commit_story() {
     pg_->exec(good_row(1));
     lsn_after_first_ = pg_->current_wal_lsn();
@@ -143,6 +152,7 @@ class Poison : public FaultTest, public ::testing::WithParamInterface<PoisonCase
     pg_->exec("COMMIT");
     poison_after_ = pg_->current_wal_insert_lsn();
     pg_->exec(good_row(3));
+    pg_->exec(good_row(4, "agg-2"));
     lsn_after_last_ = pg_->current_wal_lsn();
   }
 
@@ -246,23 +256,39 @@ TEST_P(Poison, DlqCarriesOn) {
   commit_story();
 
   KafkaReader reader(brokers_, {topic_, dlq_topic_});
+  auto is_good = [](const Record& r) {
+    return r.headers.count("type") && r.headers.at("type") == "Good";
+  };
   const bool arrived = reader.read_until(
       [&](const std::vector<Record>& records) {
-        int good = 0;
-        int dlq = 0;
+        std::set<std::string> good;  // values of the good events, wherever they are
+        int poison = 0;
         for (const auto& r : records) {
-          const bool is_good = r.headers.count("type") && r.headers.at("type") == "Good";
-          if (r.topic == dlq_topic_) ++dlq;
-          // A valid event on the dead-letter topic will not come to its own topic: stop waiting.
-          if (r.topic == dlq_topic_ && is_good) return true;
-          if (r.topic == topic_ && is_good) ++good;
+          if (is_good(r)) good.insert(r.value);
+          if (r.topic == dlq_topic_ && !is_good(r)) ++poison;
         }
-        return (good >= 2 && dlq >= 1) || !relay.is_running();
+        return (good.size() >= 3 && poison >= 1) || !relay.is_running();
       },
       60s);
+  // Per-aggregate order: a good event on the dead-letter topic is one of the poison's aggregate,
+  // parked behind it; under a local refusal event 3 is parked, never on its own topic.
   for (const auto& r : reader.records()) {
-    EXPECT_FALSE(r.topic == dlq_topic_ && r.headers.count("type") && r.headers.at("type") == "Good")
-        << "a valid event was dead-lettered: " << describe(r);
+    if (r.topic != dlq_topic_ || !is_good(r)) continue;
+    EXPECT_EQ(r.key, "agg-1") << "an event of another aggregate was dead-lettered: " << describe(r);
+    const auto error = r.headers.count("outbox.error") ? r.headers.at("outbox.error") : "";
+    EXPECT_EQ(error.rfind("parked: ", 0), 0u) << describe(r);
+  }
+  std::map<std::string, std::string> topic_of;  // good event value -> topic
+  for (const auto& r : reader.records()) {
+    if (is_good(r)) topic_of[r.value] = r.topic;
+  }
+  EXPECT_EQ(topic_of["{\"seq\": 1}"], topic_);
+  EXPECT_EQ(topic_of["{\"seq\": 4}"], topic_) << "aggregate agg-2 is not parked";
+  if (parks_before_the_next_event()) {
+    EXPECT_EQ(topic_of["{\"seq\": 3}"], dlq_topic_)
+        << "event 3 of the poison's aggregate must follow it to the dead-letter topic";
+  } else if (c.kind == PoisonKind::kInvalidRecord) {
+    EXPECT_EQ(topic_of["{\"seq\": 3}"], topic_) << "the NULL key is parked, not agg-1";
   }
   ASSERT_TRUE(relay.is_running()) << "the stream must go on under --on-error=dlq; exit "
                                   << relay.wait_exit(0ms).value_or(-1);
@@ -275,7 +301,7 @@ TEST_P(Poison, DlqCarriesOn) {
 
   std::vector<const Record*> dlq;
   for (const auto& r : reader.records()) {
-    if (r.topic == dlq_topic_) dlq.push_back(&r);
+    if (r.topic == dlq_topic_ && !is_good(r)) dlq.push_back(&r);
     if (r.topic == topic_) {
       EXPECT_NE(r.headers.count("type") ? r.headers.at("type") : "", "Poison")
           << "the poison event reached its own topic: " << describe(r);

@@ -61,6 +61,8 @@ struct Metrics {
   // delete, truncate.
   std::map<std::string, std::uint64_t, std::less<>> skipped_changes;
   std::uint64_t publication_checks = 0;  // checks of the publication that passed
+  // --on-error dlq: events dead-lettered only because an earlier event of their aggregate was.
+  std::uint64_t parked_events = 0;
   double backpressure_seconds = 0;
   Histogram commit_to_ack_seconds;   // per event: commit in PostgreSQL to Kafka's ack
   Histogram commit_to_read_seconds;  // per transaction: commit to its Begin read here
@@ -78,6 +80,7 @@ struct Metrics {
   std::uint64_t bytes_in_flight = 0;
   double oldest_unacked_age_seconds = 0;
   bool producer_healthy = true;
+  std::uint64_t parked_aggregates = 0;  // aggregates whose events go to the dead-letter topic
 };
 
 }  // namespace outbox::relay
