@@ -13,13 +13,14 @@
 #include <iostream>
 #include <optional>
 
+#include "outbox/app/backlog_sampler.hpp"
 #include "outbox/app/commands.hpp"
 #include "outbox/app/http_server.hpp"
 #include "outbox/app/logging.hpp"
 #include "outbox/app/options.hpp"
 #include "outbox/app/prometheus.hpp"
-#include "outbox/app/reconcile.hpp"
 #include "outbox/app/prune.hpp"
+#include "outbox/app/reconcile.hpp"
 #include "outbox/kafka/producer.hpp"
 #include "outbox/relay/relay.hpp"
 
@@ -33,10 +34,17 @@ constexpr const char* kVersion = "0.1.0";
 
 outbox::app::HttpResponse handle_http(outbox::relay::Relay& relay,
                                       const outbox::app::RelayIdentity& identity,
+                                      const outbox::app::BacklogSampler* backlog,
                                       std::string_view path) {
   if (path == "/metrics") {
-    return {200, std::string(outbox::app::kPrometheusContentType),
-            outbox::app::render_prometheus(relay.metrics(), identity)};
+    std::string body = outbox::app::render_prometheus(relay.metrics(), identity);
+    if (backlog) {
+      body += outbox::app::render_backlog_prometheus(
+          backlog->sample(), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count());
+    }
+    return {200, std::string(outbox::app::kPrometheusContentType), std::move(body)};
   }
   if (path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
   if (path == "/readyz") {
@@ -132,6 +140,18 @@ int run_relay(const outbox::app::Options& options) {
   const auto& m = options.relay.mapper;
   const outbox::app::RelayIdentity identity{options.relay.slot, options.relay.publication,
                                             m.schema + "." + m.table, kVersion};
+  // Declared before the HTTP server, whose handler reads it.
+  std::unique_ptr<outbox::app::BacklogSampler> backlog;
+  if (options.metrics_addr && options.backlog_interval.count() > 0) {
+    outbox::app::StatusOptions where;
+    where.conninfo = options.relay.conninfo;
+    where.slot = options.relay.slot;
+    where.publication = options.relay.publication;
+    where.schema = m.schema;
+    where.table = m.table;
+    backlog = std::make_unique<outbox::app::BacklogSampler>(where, options.backlog_interval);
+    backlog->start();
+  }
   std::unique_ptr<outbox::app::HttpServer> http;
   if (options.metrics_addr) {
     const auto& a = *options.metrics_addr;
@@ -141,8 +161,8 @@ int run_relay(const outbox::app::Options& options) {
     try {
       http = std::make_unique<outbox::app::HttpServer>(
           io, asio::ip::tcp::endpoint(asio::ip::make_address(a.host), a.port),
-          [&relay, &identity](std::string_view path) {
-            return handle_http(*relay, identity, path);
+          [&relay, &identity, &backlog](std::string_view path) {
+            return handle_http(*relay, identity, backlog.get(), path);
           });
       http->start();
       spdlog::info("event=metrics_listening addr={} port={}", shown, http->local_endpoint().port());

@@ -207,6 +207,9 @@ flags of run:
   --log-level LEVEL              trace, debug, info, warn, error or off (default info)
   --log-format text|json         log line format on stderr (default text)
   --summary-interval DURATION    period of the summary log line while streaming, 0 for none (default 1m)
+  --backlog-interval DURATION    period of the backlog count for /metrics (pending events and the age of
+                                 the oldest, from a temporary copy of the slot, as `status` counts
+                                 them), 0 for none (default 1m)
   --help                         this text
   --version                      print the version
 
@@ -382,6 +385,8 @@ Options parse_options(const std::vector<std::string>& args) {
        }},
       {"--summary-interval",
        [&](const std::string& v) { o.summary_interval = parse_duration("--summary-interval", v); }},
+      {"--backlog-interval",
+       [&](const std::string& v) { o.backlog_interval = parse_duration("--backlog-interval", v); }},
       {"--log-format",
        [&](const std::string& v) {
          if (v == "text") {

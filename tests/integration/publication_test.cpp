@@ -339,5 +339,49 @@ TEST_F(PublicationIntegration, SkippedChangesAreCounted) {
   expect_graceful_stop(relay);
 }
 
+// While the relay runs, /metrics carries the backlog as `status` counts it: outbox events not yet
+// confirmed by the slot and the age of the oldest. With Kafka unreachable they pile up; once a
+// relay with a broker delivered them, the count drops to 0.
+TEST_F(PublicationIntegration, BacklogInMetricsWhileRunning) {
+  create_outbox_table();
+  const std::uint16_t port = free_port();
+  RelayProcess& stuck = start_relay({"--brokers", "127.0.0.1:1", "--metrics-addr",
+                                     "127.0.0.1:" + std::to_string(port), "--backlog-interval",
+                                     "1s", "--shutdown-timeout", "1s"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(stuck));
+  insert_events(1, 7);
+  std::map<std::string, std::string> samples;
+  const bool counted = wait_until(
+      [&] {
+        samples = parse_samples(http_get(port, "/metrics").body);
+        return samples["outbox_relay_pending_events"] == "7" &&
+               std::stod(samples["outbox_relay_oldest_pending_age_seconds"].empty()
+                             ? "0"
+                             : samples["outbox_relay_oldest_pending_age_seconds"]) > 0;
+      },
+      30s, 200ms);
+  EXPECT_TRUE(counted) << "pending_events=" << samples["outbox_relay_pending_events"]
+                       << " oldest_pending_age_seconds="
+                       << samples["outbox_relay_oldest_pending_age_seconds"];
+  EXPECT_EQ(samples["outbox_relay_pending_events_lower_bound"], "0");
+  EXPECT_NE(samples["outbox_relay_backlog_scans_total{result=\"ok\"}"], "0");
+  const auto stopped = stuck.terminate(30s);
+  ASSERT_TRUE(stopped.has_value()) << "relay did not stop within 30 s of SIGTERM";
+
+  const std::uint16_t port2 = free_port();
+  RelayProcess& relay = start_relay(
+      {"--metrics-addr", "127.0.0.1:" + std::to_string(port2), "--backlog-interval", "1s"});
+  ASSERT_NO_FATAL_FAILURE(expect_all_committed_in_kafka(60s));
+  const bool drained = wait_until(
+      [&] {
+        samples = parse_samples(http_get(port2, "/metrics").body);
+        return samples["outbox_relay_pending_events"] == "0";
+      },
+      30s, 200ms);
+  EXPECT_TRUE(drained) << "pending_events=" << samples["outbox_relay_pending_events"];
+  EXPECT_EQ(samples["outbox_relay_oldest_pending_age_seconds"], "0");
+  expect_graceful_stop(relay);
+}
+
 }  // namespace
 }  // namespace outbox_test

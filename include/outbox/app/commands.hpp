@@ -32,6 +32,10 @@ std::string format_status_json(const std::string& slot_name,
                                std::uint64_t max_retained_bytes,
                                const BacklogStatus* backlog = nullptr);
 
+// Counts the pending outbox events of `slot` from a temporary copy of it (the slot does not
+// move). A failure to count is reported in the result (`error`), not thrown.
+BacklogStatus count_pending(const StatusOptions& options, const std::optional<pg::SlotInfo>& slot);
+
 // "1.5 GiB", "512 B".
 std::string human_bytes(std::uint64_t bytes);
 

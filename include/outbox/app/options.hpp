@@ -44,6 +44,8 @@ struct Options {
   bool metrics_addr_explicit = false;
   // Period of the summary log line while streaming; zero: off.
   std::chrono::milliseconds summary_interval{60'000};
+  // Period of the backlog count for /metrics (BacklogSampler); zero: off.
+  std::chrono::milliseconds backlog_interval{60'000};
   bool help = false;
   bool version = false;
 };

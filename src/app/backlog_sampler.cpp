@@ -1,0 +1,119 @@
+#include "outbox/app/backlog_sampler.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <sstream>
+
+#include "outbox/app/commands.hpp"
+#include "outbox/pg/admin.hpp"
+
+namespace outbox::app {
+namespace {
+
+std::int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::string render_backlog_prometheus(const BacklogSample& s, std::int64_t now_unix_ms) {
+  std::ostringstream out;
+  auto series = [&](const char* name, const char* type, const char* help, auto value) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n'
+        << name << ' ' << value << '\n';
+  };
+  if (s.counted) {
+    series("outbox_relay_pending_events", "gauge",
+           "Outbox events committed and not yet confirmed by the slot, counted from a copy of the "
+           "slot every --backlog-interval (a lower bound while "
+           "outbox_relay_pending_events_lower_bound is 1).",
+           s.pending_events);
+    series("outbox_relay_pending_events_lower_bound", "gauge",
+           "1 when the last backlog scan stopped at its change limit.", s.lower_bound ? 1 : 0);
+    const double age =
+        s.oldest_commit_unix_ms
+            ? std::max<double>(0,
+                               static_cast<double>(now_unix_ms - *s.oldest_commit_unix_ms) / 1000.0)
+            : 0.0;
+    series("outbox_relay_oldest_pending_age_seconds", "gauge",
+           "Seconds since the commit of the oldest outbox event not yet confirmed by the slot, as "
+           "of the last backlog scan's count; 0 when none is pending.",
+           age);
+    series("outbox_relay_backlog_scan_duration_seconds", "gauge",
+           "Seconds the last successful backlog scan took.", s.scan_seconds);
+    series("outbox_relay_backlog_scan_timestamp_seconds", "gauge",
+           "Unix time of the last successful backlog scan.",
+           static_cast<double>(s.scanned_at_unix_ms) / 1000.0);
+  }
+  out << "# HELP outbox_relay_backlog_scans_total Backlog scans, by result.\n"
+      << "# TYPE outbox_relay_backlog_scans_total counter\n"
+      << "outbox_relay_backlog_scans_total{result=\"ok\"} " << s.scans_ok << '\n'
+      << "outbox_relay_backlog_scans_total{result=\"error\"} " << s.scans_failed << '\n';
+  return out.str();
+}
+
+BacklogSampler::BacklogSampler(StatusOptions where, std::chrono::milliseconds every)
+    : where_(std::move(where)), every_(every) {}
+
+BacklogSampler::~BacklogSampler() {
+  if (!thread_.joinable()) return;
+  std::unique_lock lock(state_->mutex);
+  state_->stop = true;
+  state_->wake.notify_all();
+  const bool done =
+      state_->wake.wait_for(lock, std::chrono::seconds(5), [this] { return state_->done; });
+  lock.unlock();
+  if (done) {
+    thread_.join();
+  } else {
+    thread_.detach();  // owns its state; ends when its scan returns
+  }
+}
+
+void BacklogSampler::start() { thread_ = std::thread(loop, state_, where_, every_); }
+
+BacklogSample BacklogSampler::sample() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->sample;
+}
+
+void BacklogSampler::loop(std::shared_ptr<State> state, StatusOptions where,
+                          std::chrono::milliseconds every) {
+  auto log = spdlog::get("app");
+  if (!log) log = spdlog::default_logger();
+  for (;;) {
+    BacklogStatus status;
+    try {
+      pg::AdminSession db(where.conninfo);
+      status = count_pending(where, db.slot(where.slot));
+    } catch (const pg::Error& e) {
+      status.error = e.what();
+    }
+    std::unique_lock lock(state->mutex);
+    BacklogSample& s = state->sample;
+    if (status.count) {
+      s.counted = true;
+      s.pending_events = status.count->pending_events;
+      s.lower_bound = status.stopped_at_limit;
+      s.oldest_commit_unix_ms.reset();
+      if (status.count->oldest_commit_time) {
+        s.oldest_commit_unix_ms = pgoutput::to_unix_millis(*status.count->oldest_commit_time);
+      }
+      s.scan_seconds = status.scan_seconds;
+      s.scanned_at_unix_ms = now_unix_ms();
+      ++s.scans_ok;
+    } else if (!state->stop) {
+      ++s.scans_failed;
+      log->warn("event=backlog_scan_failed slot={} error=\"{}\"", where.slot, status.error);
+    }
+    if (state->wake.wait_for(lock, every, [&] { return state->stop; })) {
+      state->done = true;
+      state->wake.notify_all();
+      return;
+    }
+  }
+}
+
+}  // namespace outbox::app
