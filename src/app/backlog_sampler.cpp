@@ -83,6 +83,16 @@ void BacklogSampler::loop(std::shared_ptr<State> state, StatusOptions where,
                           std::chrono::milliseconds every) {
   auto log = spdlog::get("app");
   if (!log) log = spdlog::default_logger();
+  // The first count waits one interval: a relay catching up at start needs the server's CPU more
+  // than the figure (each count decodes up to the scan limit a second time).
+  {
+    std::unique_lock lock(state->mutex);
+    if (state->wake.wait_for(lock, every, [&] { return state->stop; })) {
+      state->done = true;
+      state->wake.notify_all();
+      return;
+    }
+  }
   for (;;) {
     BacklogStatus status;
     try {

@@ -132,9 +132,14 @@ int run_relay(const outbox::app::Options& options) {
   } catch (const outbox::kafka::ConfigError& e) {
     std::fprintf(stderr, "outbox-relay: -X: %s\n", e.what());
     return outbox::relay::kExitUsage;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "outbox-relay: %s\n", e.what());
+  } catch (const std::invalid_argument& e) {
+    // A topic template the mapper refuses: a bad flag value.
+    std::fprintf(stderr, "outbox-relay: --topic: %s\n", e.what());
     return outbox::relay::kExitUsage;
+  } catch (const std::exception& e) {
+    // Anything else (librdkafka could not create its handle, out of memory) is not the flags.
+    std::fprintf(stderr, "outbox-relay: cannot start: %s\n", e.what());
+    return outbox::relay::kExitError;
   }
 
   const auto& m = options.relay.mapper;
@@ -149,6 +154,7 @@ int run_relay(const outbox::app::Options& options) {
     where.publication = options.relay.publication;
     where.schema = m.schema;
     where.table = m.table;
+    where.scan_limit = options.backlog_scan_limit;
     backlog = std::make_unique<outbox::app::BacklogSampler>(where, options.backlog_interval);
     backlog->start();
   }

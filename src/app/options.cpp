@@ -210,6 +210,8 @@ flags of run:
   --backlog-interval DURATION    period of the backlog count for /metrics (pending events and the age of
                                  the oldest, from a temporary copy of the slot, as `status` counts
                                  them), 0 for none (default 1m)
+  --backlog-scan-limit N         pgoutput messages one backlog count reads at most; beyond it the count is
+                                 a lower bound, the oldest event's age stays exact (default 10000)
   --help                         this text
   --version                      print the version
 
@@ -387,6 +389,10 @@ Options parse_options(const std::vector<std::string>& args) {
        [&](const std::string& v) { o.summary_interval = parse_duration("--summary-interval", v); }},
       {"--backlog-interval",
        [&](const std::string& v) { o.backlog_interval = parse_duration("--backlog-interval", v); }},
+      {"--backlog-scan-limit",
+       [&](const std::string& v) {
+         o.backlog_scan_limit = parse_size("--backlog-scan-limit", v, false);
+       }},
       {"--log-format",
        [&](const std::string& v) {
          if (v == "text") {

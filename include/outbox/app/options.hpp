@@ -46,6 +46,8 @@ struct Options {
   std::chrono::milliseconds summary_interval{60'000};
   // Period of the backlog count for /metrics (BacklogSampler); zero: off.
   std::chrono::milliseconds backlog_interval{60'000};
+  // pgoutput messages one count reads at most (beyond: a lower bound; the oldest stays exact).
+  std::uint64_t backlog_scan_limit = 10'000;
   bool help = false;
   bool version = false;
 };
