@@ -147,6 +147,11 @@ void Mapper::on_relation(const pgoutput::Relation& relation, bool is_outbox) {
   relations_.insert_or_assign(relation.relid, std::move(cached));
 }
 
+std::string_view Mapper::relation_name(std::uint32_t relid) const {
+  const auto found = relations_.find(relid);
+  return found == relations_.end() ? std::string_view() : found->second.qualified_name;
+}
+
 MapResult Mapper::map_insert(const pgoutput::Insert& insert) {
   const auto found = relations_.find(insert.relid);
   if (found == relations_.end()) {

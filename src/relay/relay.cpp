@@ -10,7 +10,6 @@
 #include <boost/system/system_error.hpp>
 #include <optional>
 #include <random>
-#include <unordered_map>
 #include <unordered_set>
 #include <variant>
 
@@ -465,26 +464,27 @@ class Relay::Impl {
     }
   }
 
-  void count_skip(std::uint32_t relid, const char* reason, std::string_view table) {
+  // Why a change of the stream is not an event; the label of outbox_relay_skipped_changes_total.
+  enum class Skip : std::uint8_t { kOtherTable, kUpdate, kDelete, kTruncate };
+  static constexpr std::array<const char*, 4> kSkipReasons = {"other_table", "update", "delete",
+                                                              "truncate"};
+
+  void count_skip(std::uint32_t relid, Skip skip, std::string_view table) {
+    const char* reason = kSkipReasons[static_cast<std::size_t>(skip)];
     auto it = metrics_.skipped_changes.find(std::string_view(reason));
     if (it == metrics_.skipped_changes.end()) {
       it = metrics_.skipped_changes.emplace(reason, 0).first;
     }
     ++it->second;
     // Once per relation and reason: a skip is never invisible, and never floods the log.
-    const std::string key = std::to_string(relid) + "/" + reason;
-    if (logged_skips_.insert(key).second) {
+    if (logged_skips_.insert((std::uint64_t{relid} << 2) | static_cast<std::uint64_t>(skip))
+            .second) {
       log_->info(
           "event=skipping slot={} reason={} table={} relid={}: not an insert into {}.{}; "
           "counted in outbox_relay_skipped_changes_total, logged once",
           config_.slot, reason, table.empty() ? "?" : table, relid, config_.mapper.schema,
           config_.mapper.table);
     }
-  }
-
-  std::string_view relation_name(std::uint32_t relid) const {
-    auto it = relation_names_.find(relid);
-    return it == relation_names_.end() ? std::string_view() : std::string_view(it->second);
   }
 
   awaitable<void> stream() {
@@ -649,24 +649,23 @@ class Relay::Impl {
           config_.slot, r.relid, r.nspname, r.relname, outbox, config_.mapper.schema,
           config_.mapper.table);
     }
-    std::string name(r.nspname.empty() ? "pg_catalog" : r.nspname);
-    relation_names_[r.relid] = name.append(".").append(r.relname);
     mapper_.on_relation(r, outbox);
     return Handled::kDone;
   }
 
   Handled on_message(const pgoutput::Update& u, const pgoutput::XLogData&) {
-    count_skip(u.relid, "update", relation_name(u.relid));
+    count_skip(u.relid, Skip::kUpdate, mapper_.relation_name(u.relid));
     return Handled::kDone;
   }
 
   Handled on_message(const pgoutput::Delete& d, const pgoutput::XLogData&) {
-    count_skip(d.relid, "delete", relation_name(d.relid));
+    count_skip(d.relid, Skip::kDelete, mapper_.relation_name(d.relid));
     return Handled::kDone;
   }
 
   Handled on_message(const pgoutput::Truncate& t, const pgoutput::XLogData&) {
-    for (std::uint32_t relid : t.relids) count_skip(relid, "truncate", relation_name(relid));
+    for (std::uint32_t relid : t.relids)
+      count_skip(relid, Skip::kTruncate, mapper_.relation_name(relid));
     return Handled::kDone;
   }
 
@@ -684,7 +683,7 @@ class Relay::Impl {
       return poison_in_stream(p);
     }
     if (auto* other = std::get_if<outbox::NotOutbox>(&mapped)) {
-      count_skip(ins.relid, "other_table", other->table);
+      count_skip(ins.relid, Skip::kOtherTable, other->table);
       return Handled::kDone;
     }
     const auto& ev = std::get<outbox::Event>(mapped);
@@ -999,8 +998,7 @@ class Relay::Impl {
   std::unordered_set<std::uint32_t> other_relids_;     // relations known not to be of the outbox
   std::unordered_set<std::uint32_t> vanished_relids_;  // dropped before they could be looked up
   std::uint32_t resolving_relid_ = 0;
-  std::unordered_map<std::uint32_t, std::string> relation_names_;
-  std::unordered_set<std::string> logged_skips_;
+  std::unordered_set<std::uint64_t> logged_skips_;  // relid << 2 | Skip, see count_skip()
   // Keys of aggregates with a dead-lettered event (see park()); looked up by string_view.
   struct KeyHash {
     using is_transparent = void;

@@ -88,25 +88,10 @@ class LifecycleIntegration : public ::testing::Test {
            ".log";
   }
 
-  struct CommandResult {
-    int exit_code = -1;
-    std::string out;
-    std::string err;
-  };
-
   // Runs `outbox-relay <args>` to its end (60 s at most); stdout and stderr apart.
   CommandResult command(const std::vector<std::string>& args) {
     const std::string name = args.at(0) + "_" + std::to_string(++commands_);
-    const std::string out_path = log_path(name + "_out");
-    const std::string err_path = log_path(name + "_err");
-    std::filesystem::remove(out_path);
-    RelayProcess process(relay_bin_, args, out_path, err_path);
-    CommandResult r;
-    r.exit_code = process.wait_exit(60s).value_or(-1);
-    if (r.exit_code == -1) process.kill9();
-    r.out = read_file(out_path);
-    r.err = read_file(err_path);
-    return r;
+    return run_to_end(relay_bin_, args, log_path(name + "_out"), log_path(name + "_err"), 60s);
   }
 
   CommandResult status(std::vector<std::string> more) {

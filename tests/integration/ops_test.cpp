@@ -97,24 +97,10 @@ class OpsIntegration : public ::testing::Test {
            ".log";
   }
 
-  struct CommandResult {
-    int exit_code = -1;
-    std::string out;
-    std::string err;
-  };
-
   // Runs `outbox-relay <args>` to its end (30 s at most); stdout and stderr apart.
   CommandResult command(const std::string& name, const std::vector<std::string>& args) {
-    const std::string out_path = log_path(name + "_" + std::to_string(++commands_) + "_out");
-    const std::string err_path = log_path(name + "_" + std::to_string(commands_) + "_err");
-    std::filesystem::remove(out_path);
-    RelayProcess process(relay_bin_, args, out_path, err_path);
-    CommandResult r;
-    r.exit_code = process.wait_exit(30s).value_or(-1);
-    if (r.exit_code == -1) process.kill9();
-    r.out = read_file(out_path);
-    r.err = read_file(err_path);
-    return r;
+    const std::string n = name + "_" + std::to_string(++commands_);
+    return run_to_end(relay_bin_, args, log_path(n + "_out"), log_path(n + "_err"), 30s);
   }
 
   void insert_events(int transactions, int per_transaction, int first_seq) {

@@ -112,29 +112,14 @@ class ReconcileIntegration : public ::testing::Test {
            ".log";
   }
 
-  struct CommandResult {
-    int exit_code = -1;
-    std::string out;
-    std::string err;
-  };
-
   // Runs `outbox-relay reconcile <common flags> <extra>` to its end (120 s at most).
   CommandResult reconcile(const std::vector<std::string>& extra) {
     std::vector<std::string> args = {
         "reconcile",        "--pg",          conninfo_,    "--brokers", brokers_, "--table",
         "public." + table_, "--column-time", "created_at", "--timeout", "30s"};
     args.insert(args.end(), extra.begin(), extra.end());
-    const std::string n = std::to_string(++commands_);
-    const std::string out_path = log_path("reconcile_" + n + "_out");
-    const std::string err_path = log_path("reconcile_" + n + "_err");
-    std::filesystem::remove(out_path);
-    RelayProcess process(relay_bin_, args, out_path, err_path);
-    CommandResult r;
-    r.exit_code = process.wait_exit(120s).value_or(-1);
-    if (r.exit_code == -1) process.kill9();
-    r.out = read_file(out_path);
-    r.err = read_file(err_path);
-    return r;
+    const std::string n = "reconcile_" + std::to_string(++commands_);
+    return run_to_end(relay_bin_, args, log_path(n + "_out"), log_path(n + "_err"), 120s);
   }
 
   // `transactions` transactions of `per_transaction` events each, seq numbers from `first_seq`;

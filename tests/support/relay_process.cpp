@@ -119,4 +119,18 @@ std::string read_file(const std::string& path) {
   return out.str();
 }
 
+CommandResult run_to_end(const std::string& binary, const std::vector<std::string>& args,
+                         const std::string& out_path, const std::string& err_path,
+                         std::chrono::milliseconds timeout) {
+  std::filesystem::remove(out_path);
+  std::filesystem::remove(err_path);
+  RelayProcess process(binary, args, out_path, err_path);
+  CommandResult r;
+  r.exit_code = process.wait_exit(timeout).value_or(-1);
+  if (r.exit_code == -1) process.kill9();
+  r.out = read_file(out_path);
+  r.err = read_file(err_path);
+  return r;
+}
+
 }  // namespace outbox_test

@@ -82,6 +82,9 @@ class Mapper {
   // violation). The topic is rendered from the template into scratch storage.
   MapResult map_insert(const pgoutput::Insert& insert);
 
+  // "schema.table" of a relation announced by a Relation message; empty when never announced.
+  std::string_view relation_name(std::uint32_t relid) const;
+
   const MapperConfig& config() const { return config_; }
 
  private:

@@ -45,4 +45,16 @@ std::string tail_file(const std::string& path, std::size_t max_lines);
 // Whole file, or empty if it cannot be read.
 std::string read_file(const std::string& path);
 
+// A one-shot command of the binary (setup, status, reconcile, prune...) run to its end.
+struct CommandResult {
+  int exit_code = -1;  // -1: still running after the timeout (then killed)
+  std::string out;
+  std::string err;
+};
+// Runs `binary args` with stdout to `out_path` and stderr to `err_path` (both replaced), waits at
+// most `timeout`, and returns the exit code and both outputs.
+CommandResult run_to_end(const std::string& binary, const std::vector<std::string>& args,
+                         const std::string& out_path, const std::string& err_path,
+                         std::chrono::milliseconds timeout);
+
 }  // namespace outbox_test
