@@ -378,6 +378,12 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
                : level <= 4 ? spdlog::level::warn
                : level <= 6 ? spdlog::level::info
                             : spdlog::level::debug;
+    // The relay sets this one on purpose (refused batches rewind instead of leaving gaps).
+    if (std::string_view(fac) == "CONFWARN" &&
+        std::string_view(buf).find("enable.gapless.guarantee is experimental") !=
+            std::string_view::npos) {
+      lvl = spdlog::level::debug;
+    }
     logger()->log(lvl, "event=librdkafka facility={} msg={}", fac, quoted(buf));
   }
 };
@@ -487,6 +493,12 @@ ProduceResult Producer::produce(const Record& record, std::uint64_t opaque) {
 }
 
 void Producer::drain() { impl_->drain(); }
+
+bool Producer::stopped_at_gap() const {
+  char buf[256];
+  return rd_kafka_fatal_error(impl_->rk.get(), buf, sizeof buf) ==
+         RD_KAFKA_RESP_ERR__GAPLESS_GUARANTEE;
+}
 
 std::size_t Producer::queued() const {
   return static_cast<std::size_t>(rd_kafka_outq_len(impl_->rk.get()));

@@ -49,6 +49,14 @@ void AckTracker::abandon_open() {
   pop_completed();
 }
 
+void AckTracker::forget_unacknowledged() {
+  entries_.clear();
+  front_seq_ = next_seq_;
+  open_.reset();
+  inflight_events_ = 0;
+  inflight_bytes_ = 0;
+}
+
 void AckTracker::ack(TxnSeq txn, std::size_t bytes) {
   Entry& e = entry(txn);
   if (e.pending == 0) {

@@ -70,7 +70,9 @@ bool retryable(const pg::Error& e) {
 
 // kResolveRelation: a Relation message of a relation that may be a partition of the outbox created
 // after the last publication check; handle the frame again once the catalog was read.
-enum class Handled { kDone, kQueueFull, kResolveRelation };
+// kWaitDelivery: the event must wait for delivery reports (librdkafka's queue is full, or a record
+// sent alone must be acknowledged first); handle the frame again after one.
+enum class Handled { kDone, kWaitDelivery, kResolveRelation };
 
 // Shortest time between two publication checks while the confirmed position waits for one.
 constexpr std::chrono::milliseconds kMinCheckGap{1000};
@@ -82,6 +84,14 @@ constexpr std::uint64_t kIsolatedFlag = 1ULL << 62;
 
 // reason_code of an event dead-lettered because an earlier event of its aggregate was.
 constexpr std::string_view kParked = "PARKED";
+
+// Lets a set of strings be searched with a string_view.
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view key) const noexcept {
+    return std::hash<std::string_view>{}(key);
+  }
+};
 
 // Frames handled between two turns of the io_context.
 constexpr std::size_t kYieldFrames = 256;
@@ -102,11 +112,7 @@ class Relay::Impl {
         check_timer_(io),
         rng_(std::random_device{}()) {
     // Created here so that a bad -X property fails before anything runs.
-    producer_ = std::make_unique<kafka::Producer>(
-        io_.get_executor(), config_.producer, [this](const kafka::Delivery& d) { on_delivery(d); },
-        [this](const std::string& m) {
-          fail({kExitError, "Kafka producer fatal error: " + m});
-        });
+    producer_ = make_producer();
   }
 
   awaitable<int> run() {
@@ -146,6 +152,11 @@ class Relay::Impl {
       conn_.reset();
       catalog_.reset();
       if (stopping_ || fatal_) break;
+      if (rewinding_) {
+        rewind();
+        reason = "rewinding after a batch refused by the broker";
+        attempt = 0;
+      }
       ++metrics_.reconnects;
       if (metrics_.state != State::kStandby) set_state(State::kConnecting, reason);
       if (streamed) {
@@ -226,6 +237,9 @@ class Relay::Impl {
     if (!fatal_) fatal_ = std::move(f);
     wake_all();
   }
+
+  // The session ends: stop, failure, or a rewind after a refused batch.
+  bool leaving() const { return stopping_ || fatal_ || rewinding_; }
 
   void wake_all() {
     if (conn_) conn_->cancel();
@@ -412,8 +426,8 @@ class Relay::Impl {
     try {
       co_await check_publication();
     } catch (const boost::system::system_error& e) {
-      // Cancelled by a stop or a failure: the stop sequence goes on.
-      if (e.code() != asio::error::operation_aborted || !(stopping_ || fatal_)) throw;
+      // Cancelled by a stop, a failure or a rewind: the stop sequence goes on.
+      if (e.code() != asio::error::operation_aborted || !leaving()) throw;
       co_return;
     } catch (const pg::Error& e) {
       log_->warn("event=publication_check_failed slot={} confirmed={} error={}: reconnecting",
@@ -427,7 +441,7 @@ class Relay::Impl {
   // Arms the check timer: soon while the confirmed position waits for a check, else at the
   // check interval.
   void schedule_check() {
-    if (!conn_ || stopping_ || fatal_) return;
+    if (!conn_ || leaving()) return;
     const bool waiting_for_check = tracker_.confirmable() > verified_lsn_;
     const auto due =
         last_check_ + (waiting_for_check ? kMinCheckGap : config_.publication_check_interval);
@@ -491,7 +505,7 @@ class Relay::Impl {
     std::size_t handled = 0;  // frames handled since the last yield to the io_context
     ReadPacer pacer(config_.read_pause);
     for (;;) {
-      if (stopping_ || fatal_) co_return;
+      if (leaving()) co_return;
       if (check_due_) {
         check_due_ = false;
         co_await periodic_check();
@@ -520,7 +534,7 @@ class Relay::Impl {
             co_await pace_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
             read_now();
           }
-          if (stopping_ || fatal_) co_return;
+          if (leaving()) co_return;
           conn_->read_available();
           continue;
         }
@@ -530,7 +544,7 @@ class Relay::Impl {
           reading_wait_ = false;
         } catch (const boost::system::system_error& e) {
           reading_wait_ = false;
-          if (e.code() != asio::error::operation_aborted || !(stopping_ || fatal_ || check_due_)) {
+          if (e.code() != asio::error::operation_aborted || !(leaving() || check_due_)) {
             throw;
           }
         }
@@ -547,13 +561,13 @@ class Relay::Impl {
           try {
             co_await resolve_relation(resolving_relid_);
           } catch (const boost::system::system_error& e) {
-            if (e.code() != asio::error::operation_aborted || !(stopping_ || fatal_)) throw;
+            if (e.code() != asio::error::operation_aborted || !leaving()) throw;
           }
         } else {
-          // librdkafka's queue is full: wait for delivery reports to make room, then retry.
+          // Wait for delivery reports (room in librdkafka's queue, or the record sent alone).
           co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
         }
-        if (stopping_ || fatal_) co_return;
+        if (leaving()) co_return;
       }
     }
   }
@@ -674,6 +688,8 @@ class Relay::Impl {
       throw FatalError(
           {kExitError, "Insert at " + x.wal_start.to_string() + " outside a transaction"});
     }
+    // Nothing passes a record sent alone before its report: it may yet turn out to be poison.
+    if (isolation_inflight_) return Handled::kWaitDelivery;
     outbox::MapResult mapped = mapper_.map_insert(ins);
     if (auto* err = std::get_if<outbox::MapError>(&mapped)) {
       std::string reason = "column " + err->column + " " + err->reason;
@@ -708,15 +724,28 @@ class Relay::Impl {
     if (ev.type) headers_[nheaders++] = {"type", *ev.type};
     kafka::Record rec{ev.topic, ev.key, ev.value,
                       std::span<const kafka::Header>(headers_.data(), nheaders), commit_time_ms_};
-    kafka::ProduceResult pr = producer_->produce(rec, *txn_);
+    const bool suspect = !suspects_.empty() && suspects_.contains(ev.id);
+    // A record of a refused batch goes alone, once everything before it is acknowledged.
+    if (suspect && tracker_.inflight_events() > 0) return Handled::kWaitDelivery;
+    kafka::ProduceResult pr = suspect ? isolation_producer().produce(rec, *txn_ | kIsolatedFlag)
+                                      : producer_->produce(rec, *txn_);
     switch (pr.status) {
       case kafka::ProduceStatus::kQueued:
         tracker_.add_event(*txn_,
                            (ev.key ? ev.key->size() : 0) + (ev.value ? ev.value->size() : 0));
+        if (suspect) {
+          isolation_inflight_ = true;
+          suspects_.erase(suspects_.find(ev.id));
+        }
         return Handled::kDone;
       case kafka::ProduceStatus::kQueueFull:
-        return Handled::kQueueFull;
+        return Handled::kWaitDelivery;
       case kafka::ProduceStatus::kFailed: {
+        // The producer stopped at a refused batch, before its fatal error was served.
+        if (producer_->stopped_at_gap()) {
+          begin_rewind(pr.error);
+          return Handled::kWaitDelivery;
+        }
         // Rejected before it left the process (e.g. larger than message.max.bytes).
         Poison p{ev.id,        ev.key,
                  ev.value,     ev.type,
@@ -788,21 +817,22 @@ class Relay::Impl {
       throw FatalError({kExitPoisonEvent, "cannot relay " + describe(p, commit_lsn_) + "; slot " +
                                               config_.slot + " is not confirmed past it"});
     }
-    switch (dead_letter(p, *txn_, commit_lsn_)) {
-      case kafka::ProduceStatus::kQueued:
-        tracker_.add_event(*txn_, dlq_bytes(p));
-        park(p.key);
-        return Handled::kDone;
-      case kafka::ProduceStatus::kQueueFull:
-        // Counted again when retried.
-        if (parked) {
-          --metrics_.parked_events;
-        } else {
-          --metrics_.delivery_errors[p.reason_code];
-        }
-        return Handled::kQueueFull;
-      case kafka::ProduceStatus::kFailed:
-        break;
+    const kafka::ProduceStatus status = dead_letter(p, *txn_, commit_lsn_);
+    if (status == kafka::ProduceStatus::kQueued) {
+      tracker_.add_event(*txn_, dlq_bytes(p));
+      park(p.key);
+      return Handled::kDone;
+    }
+    const bool stopped = status == kafka::ProduceStatus::kFailed && producer_->stopped_at_gap();
+    if (status == kafka::ProduceStatus::kQueueFull || stopped) {
+      // Counted again when handled again (after the wait, or after the rewind).
+      if (parked) {
+        --metrics_.parked_events;
+      } else {
+        --metrics_.delivery_errors[p.reason_code];
+      }
+      if (stopped) begin_rewind("dead-letter record not accepted: producer stopped at a refused batch");
+      return Handled::kWaitDelivery;
     }
     throw FatalError({kExitPoisonEvent, "cannot dead-letter " + describe(p, commit_lsn_) +
                                             " to topic " + config_.dlq_topic});
@@ -842,6 +872,7 @@ class Relay::Impl {
     const bool dlq_record = (d.opaque & kDlqFlag) != 0;
     const bool isolated = (d.opaque & kIsolatedFlag) != 0;
     const AckTracker::TxnSeq txn = d.opaque & ~(kDlqFlag | kIsolatedFlag);
+    if (isolated) isolation_inflight_ = false;
     if (d.ok) {
       if (auto t = tracker_.commit_time_ms_of(txn); t > 0) {
         metrics_.commit_to_ack_seconds.observe(static_cast<double>(now_unix_ms() - t) / 1000.0);
@@ -857,9 +888,17 @@ class Relay::Impl {
       // librdkafka retries transient failures by itself, without a deadline; what arrives here
       // is final for this record. Unless dead-lettered, it is never acknowledged, so nothing at
       // or after it is confirmed.
-      if (!dlq_record && !isolated && d.batch_error && isolate(d, txn)) {
-        if (waiting_) wake_.cancel();
-        return;
+      if (!isolated && !rewinding_ && producer_->stopped_at_gap()) begin_rewind(d.error);
+      if (rewinding_ && !isolated) {
+        // Never acknowledged: the rewind forgets it and the stream sends it again. A record the
+        // broker saw and refused, with the bad one or after it, goes alone next time; one purged
+        // from the queue was never sent. A refused dead-letter record is a failure (below).
+        const bool purged = d.error_name == "_PURGE_QUEUE";
+        if (!dlq_record || purged) {
+          if (!dlq_record) suspects_.emplace(d.id_header);
+          if (waiting_) wake_.cancel();
+          return;
+        }
       }
       ++metrics_.delivery_errors[std::string(d.error_name)];
       Lsn lsn = tracker_.commit_lsn_of(txn).value_or(Lsn{});
@@ -873,6 +912,13 @@ class Relay::Impl {
               std::string(dlq_record ? "dead-letter record of " : "delivery of ") +
                   describe(p, lsn) + "; slot " + config_.slot + " is not confirmed past it"});
       } else if (dead_letter(p, txn, lsn) != kafka::ProduceStatus::kQueued) {
+        if (producer_->stopped_at_gap()) {
+          // The main producer stopped at a refused batch meanwhile: this record goes alone again.
+          suspects_.emplace(d.id_header);
+          begin_rewind("dead-letter record not accepted: producer stopped at a refused batch");
+          if (waiting_) wake_.cancel();
+          return;
+        }
         fail({kExitPoisonEvent, "cannot dead-letter " + describe(p, lsn) + " to topic " +
                                     config_.dlq_topic + " (producer queue full or rejected)"});
       } else {
@@ -881,14 +927,30 @@ class Relay::Impl {
         park(p.key);
       }
     }
-    if (waiting_ && (!paused_ || stopping_ || fatal_ || below_low_watermark())) wake_.cancel();
+    if (waiting_ && (!paused_ || leaving() || below_low_watermark())) wake_.cancel();
   }
 
-  // The broker rejected a batch (invalid record, too large) and librdkafka failed every record
-  // in it. Sends this record again in a batch of its own, through a producer that batches
-  // nothing, so that only the bad record is treated as poison. A good record of such a batch
-  // arrives late: after records of its partition produced after the rejected batch.
-  bool isolate(const kafka::Delivery& d, AckTracker::TxnSeq txn) {
+  // The producer: idempotent, and stopping at the first refused batch rather than letting later
+  // records of its partition pass the refused ones (enable.gapless.guarantee, set last so that
+  // -X cannot turn it off). See begin_rewind().
+  std::unique_ptr<kafka::Producer> make_producer() {
+    kafka::ProducerConfig c = config_.producer;
+    c.properties.emplace_back("enable.gapless.guarantee", "true");
+    return std::make_unique<kafka::Producer>(
+        io_.get_executor(), c, [this](const kafka::Delivery& d) { on_delivery(d); },
+        [this](const std::string& m) {
+          if (producer_ && producer_->stopped_at_gap()) {
+            begin_rewind(m);
+          } else {
+            fail({kExitError, "Kafka producer fatal error: " + m});
+          }
+        });
+  }
+
+  // For the records of a refused batch: one record a batch, sent when nothing else is in flight,
+  // and nothing produced after it until its report, so that the bad one is told from its
+  // neighbours and no later record passes either.
+  kafka::Producer& isolation_producer() {
     if (!isolation_producer_) {
       kafka::ProducerConfig single = config_.producer;
       single.properties.emplace_back("batch.num.messages", "1");
@@ -899,17 +961,33 @@ class Relay::Impl {
             fail({kExitError, "Kafka producer fatal error: " + m});
           });
     }
-    std::array<kafka::Header, 2> h;
-    std::size_t n = 0;
-    h[n++] = {"id", d.id_header};
-    if (d.type_header) h[n++] = {"type", *d.type_header};
-    kafka::Record rec{d.topic, d.key, d.value, std::span<const kafka::Header>(h.data(), n),
-                      tracker_.commit_time_ms_of(txn)};
-    kafka::ProduceResult r = isolation_producer_->produce(rec, txn | kIsolatedFlag);
-    if (r.status != kafka::ProduceStatus::kQueued) return false;
-    log_->info("event=isolating slot={} id={} topic={} error={}", config_.slot, d.id_header,
-               d.topic, quoted(d.error));
-    return true;
+    return *isolation_producer_;
+  }
+
+  // The broker refused a batch (an invalid record, too large for the topic, not authorized):
+  // librdkafka failed its records and stopped, so no later record of the partition was written.
+  // The session ends; its in-flight records are reported (acknowledged, or failed and marked as
+  // suspects), and rewind() then starts over from the confirmed position with a new producer.
+  void begin_rewind(const std::string& error) {
+    if (rewinding_ || stopping_ || fatal_) return;
+    rewinding_ = true;
+    ++metrics_.rejected_batch_rewinds;
+    log_->warn(
+        "event=rejected_batch slot={} confirmed={} error={}: the broker refused a batch; "
+        "rewinding to the confirmed position, its records then go one at a time, in order",
+        config_.slot, confirm_lsn().to_string(), quoted(error));
+    wake_all();
+  }
+
+  void rewind() {
+    isolation_producer_.reset();
+    producer_.reset();  // reports still due are dropped: those records are sent again
+    tracker_.forget_unacknowledged();
+    isolation_inflight_ = false;
+    producer_ = make_producer();
+    rewinding_ = false;
+    log_->info("event=rewound slot={} confirmed={} to_send_alone={}", config_.slot,
+               confirm_lsn().to_string(), suspects_.size());
   }
 
   std::size_t producers_queued() const {
@@ -975,7 +1053,11 @@ class Relay::Impl {
   std::shared_ptr<spdlog::logger> log_;
   outbox::Mapper mapper_;
   std::unique_ptr<kafka::Producer> producer_;
-  std::unique_ptr<kafka::Producer> isolation_producer_;  // created on the first rejected batch
+  std::unique_ptr<kafka::Producer> isolation_producer_;  // created on the first refused batch
+  // Ids of records a refused batch failed: each is sent alone when the stream brings it again.
+  std::unordered_set<std::string, StringHash, std::equal_to<>> suspects_;
+  bool isolation_inflight_ = false;  // a record sent alone awaits its report
+  bool rewinding_ = false;           // a refused batch stopped the producer: the session ends
   std::unique_ptr<pg::ReplicationConnection> conn_;
   AckTracker tracker_;
   asio::steady_timer wake_;
@@ -999,14 +1081,8 @@ class Relay::Impl {
   std::unordered_set<std::uint32_t> vanished_relids_;  // dropped before they could be looked up
   std::uint32_t resolving_relid_ = 0;
   std::unordered_set<std::uint64_t> logged_skips_;  // relid << 2 | Skip, see count_skip()
-  // Keys of aggregates with a dead-lettered event (see park()); looked up by string_view.
-  struct KeyHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view key) const noexcept {
-      return std::hash<std::string_view>{}(key);
-    }
-  };
-  std::unordered_set<std::string, KeyHash, std::equal_to<>> parked_;
+  // Keys of aggregates with a dead-lettered event (see park()).
+  std::unordered_set<std::string, StringHash, std::equal_to<>> parked_;
   bool parked_null_key_ = false;
   bool waiting_ = false;
   bool paused_ = false;  // backpressure: stopped reading until in-flight falls to half the bounds

@@ -414,8 +414,10 @@ RelayProcess& FaultTest::start_relay(std::vector<std::string> extra_args) {
 void FaultTest::wait_until_streaming(RelayProcess& relay, std::chrono::milliseconds timeout) {
   const bool ready = wait_until(
       [&] {
+        // This relay's own log: the slot may be active for another relay (a standby that won).
         return !relay.is_running() ||
-               (pg_->slot_confirmed_flush(slot_).has_value() && pg_->slot_active(slot_));
+               (count_in_file(relay.log_path(), "event=streaming") > 0 &&
+                pg_->slot_confirmed_flush(slot_).has_value() && pg_->slot_active(slot_));
       },
       timeout, 50ms);
   ASSERT_TRUE(relay.is_running()) << "relay exited early with code "

@@ -265,9 +265,10 @@ TEST_P(MockFinalError, DlqCarriesOn) {
   RelayProcess& relay = start_relay({"--on-error", "dlq", "--dlq-topic", dlq_topic_, "-X",
                                      "topic.metadata.refresh.interval.ms=1000"});
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
-  // A batch-level error (INVALID_RECORD) makes the relay send the record again alone before
-  // calling it poison: arm the error for that second request too.
-  const Lsn before = poison(GetParam().err == RD_KAFKA_RESP_ERR_INVALID_RECORD ? 2 : 1);
+  // A refused batch makes the relay rewind and send its records again one at a time before it
+  // calls one poison (a refusal that does not come back is not poison): arm the error for that
+  // second request too.
+  const Lsn before = poison(2);
   KafkaReader reader(brokers_, {topic_, dlq_topic_});
   // The pushed error fails whatever the next Produce request carries: the next event is
   // committed only once the poison event is dead-lettered.

@@ -106,6 +106,11 @@ class Producer {
   // Messages queued or in flight inside librdkafka.
   std::size_t queued() const;
 
+  // Whether the producer stopped on a permanent failure of a batch to keep its partition free of
+  // gaps (enable.gapless.guarantee): the batch's records failed, later records of the partition
+  // were not written, and this producer accepts nothing more.
+  bool stopped_at_gap() const;
+
  private:
   struct Impl;
   std::shared_ptr<Impl> impl_;  // shared: the fd wait's handler holds a weak reference

@@ -35,6 +35,11 @@ class AckTracker {
   // before anything after it may be confirmed.
   void abandon_open();
 
+  // Forgets every transaction not yet confirmable (their events will never be acknowledged: the
+  // producer that had them is gone); the confirmable position stays. The stream then resumes at
+  // the slot's confirmed position and sends them again.
+  void forget_unacknowledged();
+
   // A delivery report (success, or a failure that was handled, e.g. dead-lettered).
   // Throws std::logic_error for a transaction with nothing outstanding.
   void ack(TxnSeq txn, std::size_t bytes);

@@ -91,6 +91,38 @@ TEST(AckTracker, AbandonedTransactionBlocksUntilAckedAndNeverMovesWatermark) {
   EXPECT_EQ(t.confirmable(), lsn(110));
 }
 
+TEST(AckTracker, ForgetUnacknowledgedKeepsThePrefixAndStartsAfresh) {
+  AckTracker t;
+  auto a = t.begin(lsn(100));
+  t.add_event(a, 5);
+  t.commit(a, lsn(110));
+  auto b = t.begin(lsn(200));
+  t.add_event(b, 7);
+  t.add_event(b, 7);
+  t.commit(b, lsn(210));
+  t.ack(a, 5);
+  t.ack(b, 7);  // half of b: b is not confirmable
+  auto c = t.begin(lsn(300));
+  t.add_event(c, 9);
+  EXPECT_EQ(t.confirmable(), lsn(110));
+  t.forget_unacknowledged();
+  EXPECT_EQ(t.confirmable(), lsn(110)) << "what was acknowledged stays confirmable";
+  EXPECT_TRUE(t.idle());
+  EXPECT_FALSE(t.has_open());
+  EXPECT_EQ(t.inflight_events(), 0u);
+  EXPECT_EQ(t.inflight_bytes(), 0u);
+  EXPECT_THROW(t.ack(b, 7), std::logic_error) << "a report for a forgotten transaction";
+  // The stream sends b and c again from the slot's position: tracked anew.
+  auto b2 = t.begin(lsn(200));
+  t.add_event(b2, 7);
+  t.add_event(b2, 7);
+  t.commit(b2, lsn(210));
+  t.ack(b2, 7);
+  EXPECT_EQ(t.confirmable(), lsn(110));
+  t.ack(b2, 7);
+  EXPECT_EQ(t.confirmable(), lsn(210));
+}
+
 TEST(AckTracker, BrokenInvariantsThrow) {
   AckTracker t;
   auto a = t.begin(lsn(100));
