@@ -13,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-#include "outbox/outbox/mapper.hpp"
+#include "outbox/mapping/mapper.hpp"
 #include "outbox/pgoutput/decoder.hpp"
 #include "outbox/pgoutput/wire.hpp"
 
@@ -34,7 +34,7 @@ void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 namespace pgoutput = outbox::pgoutput;
-namespace ob = outbox::outbox;
+namespace ob = outbox::mapping;
 
 struct Buf {
   std::vector<std::byte> b;

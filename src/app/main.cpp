@@ -23,6 +23,7 @@
 #include "outbox/app/reconcile.hpp"
 #include "outbox/kafka/producer.hpp"
 #include "outbox/relay/relay.hpp"
+#include "outbox/version.hpp"
 
 namespace {
 
@@ -30,7 +31,7 @@ namespace asio = boost::asio;
 using outbox::relay::Metrics;
 using outbox::relay::State;
 
-constexpr const char* kVersion = "0.1.0";
+constexpr const char* kVersion = OUTBOX_RELAY_VERSION;
 
 outbox::app::HttpResponse handle_http(outbox::relay::Relay& relay,
                                       const outbox::app::RelayIdentity& identity,

@@ -6,7 +6,7 @@
 #include <map>
 #include <sstream>
 
-#include "outbox/outbox/topic_template.hpp"
+#include "outbox/mapping/topic_template.hpp"
 
 namespace outbox::app {
 namespace {
@@ -435,7 +435,7 @@ Options parse_options(const std::vector<std::string>& args) {
   require_name("--publication", r.publication);
   require_name("--dlq-topic", r.dlq_topic);
   try {
-    outbox::TopicTemplate check(m.topic_template);
+    mapping::TopicTemplate check(m.topic_template);
     (void)check;
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("--topic: ") + e.what());
@@ -613,7 +613,7 @@ ReconcileOptions parse_reconcile(const std::vector<std::string>& args) {
     require_name(flag, *name);
   }
   try {
-    outbox::TopicTemplate check(m.topic_template);
+    mapping::TopicTemplate check(m.topic_template);
     (void)check;
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("--topic: ") + e.what());

@@ -12,7 +12,7 @@
 
 #include "outbox/kafka/consumer.hpp"
 #include "outbox/kafka/producer.hpp"
-#include "outbox/outbox/topic_template.hpp"
+#include "outbox/mapping/topic_template.hpp"
 #include "outbox/pg/admin.hpp"
 #include "outbox/pg/cursor.hpp"
 
@@ -59,7 +59,7 @@ std::int64_t now_us() {
 }
 
 // Renders a row's topic from the template's column values (nullopt when one is NULL).
-std::optional<std::string> render_topic(const outbox::TopicTemplate& tmpl, const pg::Row& row,
+std::optional<std::string> render_topic(const mapping::TopicTemplate& tmpl, const pg::Row& row,
                                         std::size_t first_column) {
   std::vector<std::string_view> values;
   values.reserve(tmpl.columns().size());
@@ -75,7 +75,7 @@ std::optional<std::string> render_topic(const outbox::TopicTemplate& tmpl, const
 
 // Why a row cannot be relayed (the relay stops on it with exit code 3, or dead-letters it), or
 // an empty string.
-std::string unmappable_reason(const ReconcileOptions& o, const outbox::TopicTemplate& tmpl,
+std::string unmappable_reason(const ReconcileOptions& o, const mapping::TopicTemplate& tmpl,
                               const pg::Row& row, bool payload_null, std::size_t first_column) {
   if (!row[0]) return "column " + o.mapper.column_id + " is NULL";
   if (payload_null) return "column " + o.mapper.column_payload + " is NULL";
@@ -222,7 +222,7 @@ ReconcileQueries reconcile_queries(const ReconcileOptions& o,
   const std::string payload = required(m.column_payload, "--column-payload");
   const std::string time = required(o.column_time, "--column-time");
   std::string topic_columns;
-  const outbox::TopicTemplate tmpl(m.topic_template);
+  const mapping::TopicTemplate tmpl(m.topic_template);
   for (const auto& c : tmpl.columns()) {
     topic_columns += ", " + required(c, "referenced by the topic template") + "::text";
   }
@@ -391,7 +391,7 @@ int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& er
     return 2;
   }
   const std::vector<std::string> window{format_utc(since_us), format_utc(until_us)};
-  const outbox::TopicTemplate tmpl(m.topic_template);
+  const mapping::TopicTemplate tmpl(m.topic_template);
   const auto fail = [&](const std::string& message) {
     err << "outbox-relay reconcile: " << message << '\n';
     return 1;

@@ -690,19 +690,19 @@ class Relay::Impl {
     }
     // Nothing passes a record sent alone before its report: it may yet turn out to be poison.
     if (isolation_inflight_) return Handled::kWaitDelivery;
-    outbox::MapResult mapped = mapper_.map_insert(ins);
-    if (auto* err = std::get_if<outbox::MapError>(&mapped)) {
+    mapping::MapResult mapped = mapper_.map_insert(ins);
+    if (auto* err = std::get_if<mapping::MapError>(&mapped)) {
       std::string reason = "column " + err->column + " " + err->reason;
       if (err->column.empty()) reason = err->reason;
       Poison p{err->id,    err->aggregateid, err->payload,    err->type, err->topic,
                err->table, reason,           "MAPPING_ERROR", false};
       return poison_in_stream(p);
     }
-    if (auto* other = std::get_if<outbox::NotOutbox>(&mapped)) {
+    if (auto* other = std::get_if<mapping::NotOutbox>(&mapped)) {
       count_skip(ins.relid, Skip::kOtherTable, other->table);
       return Handled::kDone;
     }
-    const auto& ev = std::get<outbox::Event>(mapped);
+    const auto& ev = std::get<mapping::Event>(mapped);
     if (!parked_.empty() || parked_null_key_) {
       if (is_parked(ev.key)) {
         Poison p{ev.id,
@@ -1051,7 +1051,7 @@ class Relay::Impl {
   asio::io_context& io_;
   RelayConfig config_;
   std::shared_ptr<spdlog::logger> log_;
-  outbox::Mapper mapper_;
+  mapping::Mapper mapper_;
   std::unique_ptr<kafka::Producer> producer_;
   std::unique_ptr<kafka::Producer> isolation_producer_;  // created on the first refused batch
   // Ids of records a refused batch failed: each is sent alone when the stream brings it again.

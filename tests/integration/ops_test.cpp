@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "outbox/version.hpp"
 #include "outbox_test/http.hpp"
 #include "outbox_test/kafka_reader.hpp"
 #include "outbox_test/pg_client.hpp"
@@ -226,9 +227,10 @@ TEST_F(OpsIntegration, MetricsMatchKafkaAndTheSlot) {
   EXPECT_EQ(value_of(s, "outbox_relay_producer_healthy"), 1u);
   EXPECT_GE(value_of(s, "outbox_relay_server_wal_end_lsn").value_or(0),
             value_of(s, "outbox_relay_confirmed_lsn").value_or(1));
-  EXPECT_EQ(value_of(s, "outbox_relay_info{slot=\"" + slot_ + "\",publication=\"" + publication_ +
-                            "\",table=\"public." + table_ + "\",version=\"0.1.0\"}"),
-            1u);
+  EXPECT_EQ(
+      value_of(s, "outbox_relay_info{slot=\"" + slot_ + "\",publication=\"" + publication_ +
+                      "\",table=\"public." + table_ + "\",version=\"" OUTBOX_RELAY_VERSION "\"}"),
+      1u);
   EXPECT_EQ(http_get(port, "/readyz").status, 200);
 
   // The summary line names the slot and the figures.

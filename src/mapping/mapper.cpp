@@ -1,4 +1,4 @@
-#include "outbox/outbox/mapper.hpp"
+#include "outbox/mapping/mapper.hpp"
 
 #include <simdjson.h>
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-namespace outbox::outbox {
+namespace outbox::mapping {
 
 namespace {
 
@@ -261,4 +261,4 @@ MapResult Mapper::map_insert(const pgoutput::Insert& insert) {
   return event;
 }
 
-}  // namespace outbox::outbox
+}  // namespace outbox::mapping

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "outbox/kafka/producer.hpp"
-#include "outbox/outbox/mapper.hpp"
+#include "outbox/mapping/mapper.hpp"
 #include "outbox/relay/metrics.hpp"
 
 namespace outbox::relay {
@@ -45,7 +45,7 @@ struct RelayConfig {
   std::string slot = "outbox_relay";
   std::string publication = "outbox_relay";
   bool create = true;  // create publication and slot when missing
-  outbox::MapperConfig mapper;
+  mapping::MapperConfig mapper;
   kafka::ProducerConfig producer;
   std::chrono::milliseconds status_interval{10'000};
   // While the stream is busy, the longest pause of the reader after draining what libpq

@@ -13,11 +13,11 @@
 #include <variant>
 #include <vector>
 
-#include "outbox/outbox/topic_template.hpp"
+#include "outbox/mapping/topic_template.hpp"
 #include "outbox/pgoutput/lsn.hpp"
 #include "outbox/pgoutput/messages.hpp"
 
-namespace outbox::outbox {
+namespace outbox::mapping {
 
 struct MapperConfig {
   std::string schema = "public";
@@ -112,4 +112,4 @@ class Mapper {
   std::unique_ptr<JsonChecker, JsonCheckerDeleter> json_;  // null unless config_.require_json
 };
 
-}  // namespace outbox::outbox
+}  // namespace outbox::mapping

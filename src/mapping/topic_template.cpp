@@ -1,9 +1,9 @@
-#include "outbox/outbox/topic_template.hpp"
+#include "outbox/mapping/topic_template.hpp"
 
 #include <stdexcept>
 #include <string>
 
-namespace outbox::outbox {
+namespace outbox::mapping {
 
 namespace {
 
@@ -60,4 +60,4 @@ void TopicTemplate::render(const std::vector<std::string_view>& values, std::str
   }
 }
 
-}  // namespace outbox::outbox
+}  // namespace outbox::mapping

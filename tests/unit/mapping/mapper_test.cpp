@@ -1,4 +1,4 @@
-#include "outbox/outbox/mapper.hpp"
+#include "outbox/mapping/mapper.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 
 #include "allocation_counter.hpp"
 
-namespace outbox::outbox {
+namespace outbox::mapping {
 namespace {
 
 using pgoutput::Column;
@@ -489,4 +489,4 @@ TEST(Mapper, NoHeapAllocationPerEventAfterWarmUp) {
 }
 
 }  // namespace
-}  // namespace outbox::outbox
+}  // namespace outbox::mapping

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace outbox::outbox {
+namespace outbox::mapping {
 
 class TopicTemplate {
  public:
@@ -27,4 +27,4 @@ class TopicTemplate {
   std::vector<std::string> columns_;
 };
 
-}  // namespace outbox::outbox
+}  // namespace outbox::mapping

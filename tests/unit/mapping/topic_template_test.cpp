@@ -1,4 +1,4 @@
-#include "outbox/outbox/topic_template.hpp"
+#include "outbox/mapping/topic_template.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace outbox::outbox {
+namespace outbox::mapping {
 namespace {
 
 std::string render(const TopicTemplate& t, const std::vector<std::string_view>& values) {
@@ -95,4 +95,4 @@ TEST(TopicTemplate, WrongNumberOfValuesIsRejected) {
 }
 
 }  // namespace
-}  // namespace outbox::outbox
+}  // namespace outbox::mapping

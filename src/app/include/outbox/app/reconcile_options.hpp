@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "outbox/outbox/mapper.hpp"
+#include "outbox/mapping/mapper.hpp"
 
 namespace outbox::app {
 
@@ -36,7 +36,7 @@ struct ReconcileOptions {
   std::string conninfo;
   std::string brokers;
   // Table, topic template and columns, with the relay's defaults (require_json is not used).
-  outbox::MapperConfig mapper;
+  mapping::MapperConfig mapper;
   std::string column_time;         // the rows' time column, required
   TimeBound since;                 // inclusive
   std::optional<TimeBound> until;  // exclusive; the command's start when absent
