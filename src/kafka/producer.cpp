@@ -16,6 +16,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "errors.hpp"
+
 namespace outbox::kafka {
 namespace {
 
@@ -59,50 +61,6 @@ std::shared_ptr<spdlog::logger> logger() {
     return l ? l : spdlog::default_logger()->clone("kafka");
   }();
   return log;
-}
-
-// One switch, no default: every new librdkafka code has to be classified here (STYLE.md 4).
-Failure classify(rd_kafka_resp_err_t err) {
-  switch (err) {
-    case RD_KAFKA_RESP_ERR_NO_ERROR:
-      return Failure::kNone;
-    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
-    case RD_KAFKA_RESP_ERR_INVALID_MSG:
-    case RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE:
-    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
-    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
-    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
-    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
-    case RD_KAFKA_RESP_ERR_INVALID_REQUIRED_ACKS:
-    case RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT:
-    case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
-    case RD_KAFKA_RESP_ERR__PURGE_QUEUE:
-    case RD_KAFKA_RESP_ERR__PURGE_INFLIGHT:
-    case RD_KAFKA_RESP_ERR__FATAL:
-    case RD_KAFKA_RESP_ERR__INCONSISTENT:
-    case RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER:
-    case RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH:
-    case RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID:
-      return Failure::kPermanent;
-    case RD_KAFKA_RESP_ERR__TRANSPORT:
-    case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
-    case RD_KAFKA_RESP_ERR__TIMED_OUT:
-    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
-    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
-    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
-    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS:
-    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
-    case RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION:
-    case RD_KAFKA_RESP_ERR__QUEUE_FULL:
-      return Failure::kRetriable;
-    default:
-      // Codes librdkafka itself reports as retriable stay retriable; all others are final.
-      return Failure::kPermanent;
-  }
 }
 
 using Partitioner = int32_t (*)(const rd_kafka_topic_t*, const void*, size_t, int32_t, void*,
@@ -166,11 +124,6 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
   std::string_view last_topic_name;
   Delivery scratch;
 
-  static bool is_size_error(rd_kafka_resp_err_t err) {
-    return err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
-           err == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE ||
-           err == RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE;
-  }
   bool waiting = false;
   bool destroyed = false;
 
@@ -326,10 +279,9 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     d.opaque = reinterpret_cast<std::uintptr_t>(msg->_private);
     d.bytes = static_cast<std::size_t>(msg->len) + msg->key_len;
     d.ok = msg->err == RD_KAFKA_RESP_ERR_NO_ERROR;
-    d.failure = classify(msg->err);
-    d.size_error = is_size_error(msg->err);
-    d.batch_error = d.size_error || msg->err == RD_KAFKA_RESP_ERR_INVALID_RECORD ||
-                    msg->err == RD_KAFKA_RESP_ERR_INVALID_MSG;
+    d.kind = classify(msg->err);
+    d.size_error = d.kind == ErrorKind::kSize;
+    d.batch_error = rejects_batch(d.kind);
     d.partition = msg->partition;
     d.offset = msg->offset;
     d.topic = rd_kafka_topic_name(msg->rkt);
@@ -483,7 +435,7 @@ ProduceResult Producer::produce(const Record& record, std::uint64_t opaque) {
   if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) return {ProduceStatus::kQueueFull, {}, false};
   return {ProduceStatus::kFailed,
           std::string(rd_kafka_err2name(err)) + ": " + rd_kafka_err2str(err),
-          Impl::is_size_error(err)};
+          classify(err) == ErrorKind::kSize};
 }
 
 void Producer::drain() { impl_->drain(); }
