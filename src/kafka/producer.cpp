@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "stall_guard.hpp"
 
 namespace outbox::kafka {
 namespace {
@@ -152,11 +153,10 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     return last_topic;
   }
 
-  // librdkafka 2.0 looks a topic it has not produced to up on its one-second topic scan: the
-  // first records of every new topic waited 0.5-1 s for their partition (measured at 5,000
-  // records/s: p99 444 ms, max 504 ms; with this request p99 6 ms, max 13 ms). Ask at once
-  // without waiting: a zero timeout sends the request (when a broker connection is up) and
-  // returns; the response fills librdkafka's metadata cache whether or not anyone waits for it.
+  // librdkafka looks a topic it has not produced to up only on its one-second topic scan, which
+  // delayed the first records of every new topic by up to a second. A zero timeout sends the
+  // request (when a broker connection is up) without waiting; the response fills librdkafka's
+  // metadata cache whether or not anyone waits for it.
   void request_metadata(rd_kafka_topic_t* t) {
     const rd_kafka_metadata_t* md = nullptr;
     if (rd_kafka_metadata(rk.get(), 0, t, &md, 0) == RD_KAFKA_RESP_ERR_NO_ERROR && md) {
@@ -164,36 +164,21 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     }
   }
 
-  // The stall guard. librdkafka (2.0.2, and its master as of 2026-11) busy-polls its broker
-  // thread while a partition has the idempotent producer's five requests in flight and a batch
-  // past linger.ms: a stalled or stopped broker made the relay burn most of a core beside the
-  // database (257 of 300 CPU ticks over 3 s of a SIGSTOPped broker; bench_tool produce-latency
-  // alike), which on a small machine stalls the broker further. Paused partitions take no part
-  // in that wake-up computation. So once no delivery report has come for kStallAfter while
-  // records are in flight, every partition this producer knows is paused; requests in flight
-  // still complete, and the first report resumes them. A request that must be sent again waits
-  // in a paused queue, so every kProbeEvery the partitions run for kProbeWindow.
-  using Clock = std::chrono::steady_clock;
-  static constexpr auto kTick = std::chrono::milliseconds(25);
-  static constexpr auto kStallAfter = std::chrono::milliseconds(100);
-  static constexpr auto kProbeEvery = std::chrono::milliseconds(1000);
-  static constexpr auto kProbeWindow = std::chrono::milliseconds(50);
-  bool guard_armed = false;
-  bool paused = false;
-  std::uint64_t reports = 0;  // delivery reports so far (a clock read per report would cost more)
-  std::uint64_t reports_seen = 0;
-  Clock::time_point last_progress;  // when the guard last saw a new report, or records go out
-  Clock::time_point paused_at;
+  // The stall guard (stall_guard.hpp): librdkafka busy-polls its broker thread while a stalled
+  // broker leaves requests in flight; pausing the partitions stops that.
+  using Clock = StallGuard::Clock;
+  StallGuard guard;
+  bool guard_armed = false;  // a guard_timer wait is pending
 
   void on_produced() {
     if (partitioner == nullptr || guard_armed) return;
-    last_progress = Clock::now();
+    guard.start(Clock::now());
     arm_guard();
   }
 
   void arm_guard() {
     guard_armed = true;
-    guard_timer.expires_after(kTick);
+    guard_timer.expires_after(StallGuard::kTick);
     guard_timer.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
       auto self = weak.lock();
       if (!self) return;
@@ -205,23 +190,26 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
 
   void check_stall() {
     const auto now = Clock::now();
-    if (reports != reports_seen) {
-      reports_seen = reports;
-      last_progress = now;
+    const bool in_flight = rd_kafka_outq_len(rk.get()) > 0;
+    const StallGuard::Action action = guard.check(now, in_flight);
+    // Armed before acting: resuming flushes, which may run the delivery handler, which may
+    // produce; that produce must neither restart the stall clock nor cancel this wait. With
+    // nothing in flight, the next produce arms the guard again.
+    if (in_flight) arm_guard();
+    switch (action) {
+      case StallGuard::Action::kNone:
+        break;
+      case StallGuard::Action::kPause:
+        set_paused(true, now);
+        break;
+      case StallGuard::Action::kResume:
+      case StallGuard::Action::kProbe:
+        set_paused(false, now);
+        break;
     }
-    if (rd_kafka_outq_len(rk.get()) == 0) {
-      if (paused) set_paused(false, now);
-      return;  // on_produced() arms the guard again
-    }
-    if (!paused && now - last_progress >= kStallAfter) {
-      set_paused(true, now);
-    } else if (paused && now - paused_at >= kProbeEvery) {
-      set_paused(false, now);
-      last_progress = now - kStallAfter + kProbeWindow;  // pause again after the window
-    }
-    arm_guard();
   }
 
+  // Pauses or resumes every partition this producer knows, as the guard decided.
   void set_paused(bool pause, Clock::time_point now) {
     rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(16);
     for (const auto& state : topic_states) {
@@ -229,14 +217,13 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
       for (int32_t p = 0; p < n; ++p)
         rd_kafka_topic_partition_list_add(list, state->name.c_str(), p);
     }
-    paused = pause;  // before the flush below, which may run delivery reports
     if (pause) {
       rd_kafka_pause_partitions(rk.get(), list);
-      paused_at = now;
       logger()->debug(
           "event=kafka_stalled msg=\"no acknowledgement for {} ms with {} records in "
           "flight: sends paused until the broker answers\"",
-          std::chrono::duration_cast<std::chrono::milliseconds>(now - last_progress).count(),
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - guard.last_progress())
+              .count(),
           rd_kafka_outq_len(rk.get()));
     } else {
       rd_kafka_resume_partitions(rk.get(), list);
@@ -268,13 +255,12 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     }
     while (rd_kafka_poll(rk.get(), 0) > 0) {
     }
-    // A report while paused: the broker answers again.
-    if (paused && reports != reports_seen) set_paused(false, Clock::now());
+    if (guard.after_reports() == StallGuard::Action::kResume) set_paused(false, Clock::now());
   }
 
   static void dr_cb(rd_kafka_t*, const rd_kafka_message_t* msg, void* opaque) {
     auto* self = static_cast<Impl*>(opaque);
-    ++self->reports;
+    self->guard.on_report();
     Delivery& d = self->scratch;
     d.opaque = reinterpret_cast<std::uintptr_t>(msg->_private);
     d.bytes = static_cast<std::size_t>(msg->len) + msg->key_len;
