@@ -16,6 +16,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "errors.hpp"
+#include "stall_guard.hpp"
+
 namespace outbox::kafka {
 namespace {
 
@@ -59,50 +62,6 @@ std::shared_ptr<spdlog::logger> logger() {
     return l ? l : spdlog::default_logger()->clone("kafka");
   }();
   return log;
-}
-
-// One switch, no default: every new librdkafka code has to be classified here (STYLE.md 4).
-Failure classify(rd_kafka_resp_err_t err) {
-  switch (err) {
-    case RD_KAFKA_RESP_ERR_NO_ERROR:
-      return Failure::kNone;
-    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
-    case RD_KAFKA_RESP_ERR_INVALID_MSG:
-    case RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE:
-    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
-    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
-    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
-    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
-    case RD_KAFKA_RESP_ERR_INVALID_REQUIRED_ACKS:
-    case RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT:
-    case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
-    case RD_KAFKA_RESP_ERR__PURGE_QUEUE:
-    case RD_KAFKA_RESP_ERR__PURGE_INFLIGHT:
-    case RD_KAFKA_RESP_ERR__FATAL:
-    case RD_KAFKA_RESP_ERR__INCONSISTENT:
-    case RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER:
-    case RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH:
-    case RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID:
-      return Failure::kPermanent;
-    case RD_KAFKA_RESP_ERR__TRANSPORT:
-    case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
-    case RD_KAFKA_RESP_ERR__TIMED_OUT:
-    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
-    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
-    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
-    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS:
-    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
-    case RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION:
-    case RD_KAFKA_RESP_ERR__QUEUE_FULL:
-      return Failure::kRetriable;
-    default:
-      // Codes librdkafka itself reports as retriable stay retriable; all others are final.
-      return Failure::kPermanent;
-  }
 }
 
 using Partitioner = int32_t (*)(const rd_kafka_topic_t*, const void*, size_t, int32_t, void*,
@@ -166,11 +125,6 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
   std::string_view last_topic_name;
   Delivery scratch;
 
-  static bool is_size_error(rd_kafka_resp_err_t err) {
-    return err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
-           err == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE ||
-           err == RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE;
-  }
   bool waiting = false;
   bool destroyed = false;
 
@@ -199,11 +153,10 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     return last_topic;
   }
 
-  // librdkafka 2.0 looks a topic it has not produced to up on its one-second topic scan: the
-  // first records of every new topic waited 0.5-1 s for their partition (measured at 5,000
-  // records/s: p99 444 ms, max 504 ms; with this request p99 6 ms, max 13 ms). Ask at once
-  // without waiting: a zero timeout sends the request (when a broker connection is up) and
-  // returns; the response fills librdkafka's metadata cache whether or not anyone waits for it.
+  // librdkafka looks a topic it has not produced to up only on its one-second topic scan, which
+  // delayed the first records of every new topic by up to a second. A zero timeout sends the
+  // request (when a broker connection is up) without waiting; the response fills librdkafka's
+  // metadata cache whether or not anyone waits for it.
   void request_metadata(rd_kafka_topic_t* t) {
     const rd_kafka_metadata_t* md = nullptr;
     if (rd_kafka_metadata(rk.get(), 0, t, &md, 0) == RD_KAFKA_RESP_ERR_NO_ERROR && md) {
@@ -211,36 +164,21 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     }
   }
 
-  // The stall guard. librdkafka (2.0.2, and its master as of 2026-11) busy-polls its broker
-  // thread while a partition has the idempotent producer's five requests in flight and a batch
-  // past linger.ms: a stalled or stopped broker made the relay burn most of a core beside the
-  // database (257 of 300 CPU ticks over 3 s of a SIGSTOPped broker; bench_tool produce-latency
-  // alike), which on a small machine stalls the broker further. Paused partitions take no part
-  // in that wake-up computation. So once no delivery report has come for kStallAfter while
-  // records are in flight, every partition this producer knows is paused; requests in flight
-  // still complete, and the first report resumes them. A request that must be sent again waits
-  // in a paused queue, so every kProbeEvery the partitions run for kProbeWindow.
-  using Clock = std::chrono::steady_clock;
-  static constexpr auto kTick = std::chrono::milliseconds(25);
-  static constexpr auto kStallAfter = std::chrono::milliseconds(100);
-  static constexpr auto kProbeEvery = std::chrono::milliseconds(1000);
-  static constexpr auto kProbeWindow = std::chrono::milliseconds(50);
-  bool guard_armed = false;
-  bool paused = false;
-  std::uint64_t reports = 0;  // delivery reports so far (a clock read per report would cost more)
-  std::uint64_t reports_seen = 0;
-  Clock::time_point last_progress;  // when the guard last saw a new report, or records go out
-  Clock::time_point paused_at;
+  // The stall guard (stall_guard.hpp): librdkafka busy-polls its broker thread while a stalled
+  // broker leaves requests in flight; pausing the partitions stops that.
+  using Clock = StallGuard::Clock;
+  StallGuard guard;
+  bool guard_armed = false;  // a guard_timer wait is pending
 
   void on_produced() {
     if (partitioner == nullptr || guard_armed) return;
-    last_progress = Clock::now();
+    guard.start(Clock::now());
     arm_guard();
   }
 
   void arm_guard() {
     guard_armed = true;
-    guard_timer.expires_after(kTick);
+    guard_timer.expires_after(StallGuard::kTick);
     guard_timer.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
       auto self = weak.lock();
       if (!self) return;
@@ -252,23 +190,26 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
 
   void check_stall() {
     const auto now = Clock::now();
-    if (reports != reports_seen) {
-      reports_seen = reports;
-      last_progress = now;
+    const bool in_flight = rd_kafka_outq_len(rk.get()) > 0;
+    const StallGuard::Action action = guard.check(now, in_flight);
+    // Armed before acting: resuming flushes, which may run the delivery handler, which may
+    // produce; that produce must neither restart the stall clock nor cancel this wait. With
+    // nothing in flight, the next produce arms the guard again.
+    if (in_flight) arm_guard();
+    switch (action) {
+      case StallGuard::Action::kNone:
+        break;
+      case StallGuard::Action::kPause:
+        set_paused(true, now);
+        break;
+      case StallGuard::Action::kResume:
+      case StallGuard::Action::kProbe:
+        set_paused(false, now);
+        break;
     }
-    if (rd_kafka_outq_len(rk.get()) == 0) {
-      if (paused) set_paused(false, now);
-      return;  // on_produced() arms the guard again
-    }
-    if (!paused && now - last_progress >= kStallAfter) {
-      set_paused(true, now);
-    } else if (paused && now - paused_at >= kProbeEvery) {
-      set_paused(false, now);
-      last_progress = now - kStallAfter + kProbeWindow;  // pause again after the window
-    }
-    arm_guard();
   }
 
+  // Pauses or resumes every partition this producer knows, as the guard decided.
   void set_paused(bool pause, Clock::time_point now) {
     rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(16);
     for (const auto& state : topic_states) {
@@ -276,14 +217,13 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
       for (int32_t p = 0; p < n; ++p)
         rd_kafka_topic_partition_list_add(list, state->name.c_str(), p);
     }
-    paused = pause;  // before the flush below, which may run delivery reports
     if (pause) {
       rd_kafka_pause_partitions(rk.get(), list);
-      paused_at = now;
       logger()->debug(
           "event=kafka_stalled msg=\"no acknowledgement for {} ms with {} records in "
           "flight: sends paused until the broker answers\"",
-          std::chrono::duration_cast<std::chrono::milliseconds>(now - last_progress).count(),
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - guard.last_progress())
+              .count(),
           rd_kafka_outq_len(rk.get()));
     } else {
       rd_kafka_resume_partitions(rk.get(), list);
@@ -315,21 +255,19 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     }
     while (rd_kafka_poll(rk.get(), 0) > 0) {
     }
-    // A report while paused: the broker answers again.
-    if (paused && reports != reports_seen) set_paused(false, Clock::now());
+    if (guard.after_reports() == StallGuard::Action::kResume) set_paused(false, Clock::now());
   }
 
   static void dr_cb(rd_kafka_t*, const rd_kafka_message_t* msg, void* opaque) {
     auto* self = static_cast<Impl*>(opaque);
-    ++self->reports;
+    self->guard.on_report();
     Delivery& d = self->scratch;
     d.opaque = reinterpret_cast<std::uintptr_t>(msg->_private);
     d.bytes = static_cast<std::size_t>(msg->len) + msg->key_len;
     d.ok = msg->err == RD_KAFKA_RESP_ERR_NO_ERROR;
-    d.failure = classify(msg->err);
-    d.size_error = is_size_error(msg->err);
-    d.batch_error = d.size_error || msg->err == RD_KAFKA_RESP_ERR_INVALID_RECORD ||
-                    msg->err == RD_KAFKA_RESP_ERR_INVALID_MSG;
+    d.kind = classify(msg->err);
+    d.size_error = d.kind == ErrorKind::kSize;
+    d.batch_error = rejects_batch(d.kind);
     d.partition = msg->partition;
     d.offset = msg->offset;
     d.topic = rd_kafka_topic_name(msg->rkt);
@@ -489,7 +427,7 @@ ProduceResult Producer::produce(const Record& record, std::uint64_t opaque) {
   if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) return {ProduceStatus::kQueueFull, {}, false};
   return {ProduceStatus::kFailed,
           std::string(rd_kafka_err2name(err)) + ": " + rd_kafka_err2str(err),
-          Impl::is_size_error(err)};
+          classify(err) == ErrorKind::kSize};
 }
 
 void Producer::drain() { impl_->drain(); }

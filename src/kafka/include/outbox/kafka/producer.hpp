@@ -38,20 +38,37 @@ struct Record {
   std::int64_t timestamp_ms = 0;  // 0 = let the producer stamp it
 };
 
-// Whether a failure may go away by itself (librdkafka retries those) or is final for the record.
-enum class Failure { kNone, kRetriable, kPermanent };
+// What a librdkafka error means for the record it came with: the module's one classification of
+// librdkafka's codes (src/kafka/errors.cpp). librdkafka retries transient errors by itself; a
+// delivery report carries one only when its retries ran out.
+enum class ErrorKind {
+  kNone,       // no error
+  kTransient,  // the cluster may recover by itself: broker down, leader moving, timeouts
+  kRecord,     // final for this record: unknown topic, delivery timed out, purged, ...
+  // The broker rejected the whole batch (invalid or corrupt record): the record may be an
+  // innocent neighbour of the bad one.
+  kBatch,
+  kSize,           // too large for the broker or the client; the broker rejects the whole batch
+  kAuthorization,  // authentication or ACLs refuse this client the topic or the cluster
+  kFatal,          // the idempotent producer lost its sequence: nothing more goes out in order
+};
+
+// kSize and kBatch: the record may have been rejected with its batch, not for itself.
+constexpr bool rejects_batch(ErrorKind kind) {
+  return kind == ErrorKind::kSize || kind == ErrorKind::kBatch;
+}
 
 // A delivery report. The views refer into librdkafka's message and are valid only during the
 // handler call.
 struct Delivery {
   std::uint64_t opaque = 0;  // what the caller passed to produce()
   std::size_t bytes = 0;     // key size + value size of the record
-  bool ok = true;
-  Failure failure = Failure::kNone;
-  bool size_error = false;  // the record is too large for the broker or the client
-  // The broker rejects a whole batch for this kind of error (invalid record, too large): the
-  // record may be an innocent neighbour of the bad one.
-  bool batch_error = false;
+  bool ok = true;            // kind == kNone
+  // The classification of the outcome, the one field to read. size_error and batch_error are
+  // derived from it and go once the relay reads kind.
+  ErrorKind kind = ErrorKind::kNone;
+  bool size_error = false;      // kind == kSize
+  bool batch_error = false;     // rejects_batch(kind)
   std::string_view error_name;  // librdkafka's error name when !ok, e.g. MSG_SIZE_TOO_LARGE
   std::string error;            // error name and text when !ok
   std::string_view topic;
@@ -80,7 +97,7 @@ enum class ProduceStatus { kQueued, kQueueFull, kFailed };
 struct ProduceResult {
   ProduceStatus status = ProduceStatus::kQueued;
   std::string error;        // for kFailed: what librdkafka said
-  bool size_error = false;  // for kFailed: the record exceeds message.max.bytes
+  bool size_error = false;  // for kFailed: the record exceeds message.max.bytes (ErrorKind::kSize)
 };
 
 class Producer {

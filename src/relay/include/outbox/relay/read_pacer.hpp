@@ -18,7 +18,10 @@ namespace outbox::relay {
 // so pacing never throttles) and grows by a quarter while it held less than one libpq read.
 class ReadPacer {
  public:
-  explicit ReadPacer(std::chrono::microseconds max) : max_(max), pause_(max) {}
+  // `start`: when the first rate window begins (a parameter for tests).
+  explicit ReadPacer(std::chrono::microseconds max,
+                     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now())
+      : max_(max), pause_(max), window_start_(start) {}
 
   void on_frame(std::size_t bytes) { window_bytes_ += bytes; }
 
@@ -59,7 +62,7 @@ class ReadPacer {
   std::chrono::microseconds max_;
   std::chrono::microseconds pause_;
   std::size_t window_bytes_ = 0;
-  std::chrono::steady_clock::time_point window_start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point window_start_;
   bool busy_ = false;
 };
 
