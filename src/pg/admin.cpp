@@ -32,7 +32,7 @@ Rows run(PGconn* c, const std::string& what, const std::string& sql,
                               values.data(), nullptr, nullptr, 0));
   const auto status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    throw pq_result_error(c, r.get(), what);
+    throw pq_unexpected_result(c, r.get(), what, "rows or a command completion");
   }
   Rows rows;
   const int n = PQntuples(r.get()), cols = PQnfields(r.get());

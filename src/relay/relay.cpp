@@ -59,14 +59,9 @@ std::shared_ptr<spdlog::logger> make_logger() {
   return l ? l : spdlog::default_logger()->clone("relay");
 }
 
-// SQLSTATEs after which reconnecting can help: connection trouble, server shutting down or
-// starting, too many connections, slot held by another relay (standby).
-bool retryable(const pg::Error& e) {
-  if (e.connection_lost()) return true;
-  const std::string& s = e.sqlstate();
-  return s.rfind("08", 0) == 0 || s == "57P01" || s == "57P02" || s == "57P03" || s == "53300" ||
-         s == "55006" || s.empty();
-}
+// Errors after which reconnecting can help (pg::classify): connection trouble, server shutting
+// down or starting, too many connections, slot held by another relay (standby).
+bool retryable(const pg::Error& e) { return pg::retryable(pg::classify(e)); }
 
 // kResolveRelation: a Relation message of a relation that may be a partition of the outbox created
 // after the last publication check; handle the frame again once the catalog was read.
@@ -365,7 +360,12 @@ class Relay::Impl {
     pg::Rows at = co_await catalog_->exec("SELECT pg_catalog.pg_current_wal_lsn()::text", timeout);
     std::optional<Lsn> before;
     if (at.size() == 1 && at[0].size() == 1 && at[0][0]) before = Lsn::parse(*at[0][0]);
-    if (!before) throw pg::Error("pg_current_wal_lsn() returned an unexpected result", "", false);
+    if (!before) {
+      const bool one = at.size() == 1 && at[0].size() == 1 && at[0][0];
+      throw pg::Error::unexpected_reply(
+          "SELECT pg_current_wal_lsn()", "one LSN",
+          one ? "'" + *at[0][0] + "'" : std::to_string(at.size()) + " rows");
+    }
     const pg::PublicationTarget target = publication_target();
     pg::Rows rows = co_await catalog_->exec(
         pg::publication_check_sql(target,
