@@ -34,6 +34,31 @@ int fail(std::ostream& err, const char* command, const std::string& message) {
   return 1;
 }
 
+// Setup's words for a publication or slot it cannot use (pg::SlotBootstrap decided).
+std::string setup_refusal(const SetupOptions& o, const pg::BootstrapResult& r) {
+  const std::string slot_type = r.slot ? r.slot->slot_type : "?";
+  const std::string plugin = r.slot ? r.slot->plugin.value_or("") : "?";
+  const std::optional<pg::Lsn> confirmed = r.slot ? r.slot->confirmed_flush_lsn : std::nullopt;
+  switch (r.refusal.value()) {
+    case pg::BootstrapRefusal::kPublicationMissing:
+      return "publication " + o.publication + " does not exist";
+    case pg::BootstrapRefusal::kSlotMissing:
+      return "replication slot " + o.slot + " does not exist";
+    case pg::BootstrapRefusal::kSlotVanished:
+    case pg::BootstrapRefusal::kSlotDroppedMeanwhile:
+      return "replication slot " + o.slot + " vanished while set up";
+    case pg::BootstrapRefusal::kSlotNotPgoutput:
+      return "replication slot " + o.slot + " exists but is a " + slot_type + " slot with plugin " +
+             plugin + ", not logical pgoutput (drop it or choose another --slot)";
+    case pg::BootstrapRefusal::kSlotLost:
+      return "replication slot " + o.slot +
+             " exists but is lost (wal_status lost): drop it with `outbox-relay drop --yes` and "
+             "run setup again, then reconcile outbox rows committed after " +
+             lsn_text(confirmed);
+  }
+  return "replication slot " + o.slot + " cannot be used";
+}
+
 }  // namespace
 
 std::string human_bytes(std::uint64_t bytes) {
@@ -194,15 +219,21 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
                   "table " + table + " does not exist (create it, or pass --create-table)");
     }
 
-    if (db.publication(o.publication)) {
-      out << "publication " << o.publication << ": exists\n";
-    } else {
-      db.create_publication(o.publication, o.schema, o.table);
+    // The same steps as the relay's before it streams (pg::SlotBootstrap): the publication, the
+    // relay's check of it, then the slot, so that a refused publication leaves no slot behind.
+    const pg::PublicationTarget target{o.publication, o.schema, o.table};
+    pg::BootstrapOptions bootstrap{target, o.slot};
+    bootstrap.part = pg::BootstrapPart::kPublication;
+    const pg::BootstrapResult pub = db.ensure_slot_and_publication(bootstrap);
+    if (pub.refusal) return fail(err, "setup", setup_refusal(o, pub));
+    if (pub.created_publication) {
       out << "publication " << o.publication << ": created (FOR TABLE " << table
           << ", inserts only, publish_via_partition_root)\n";
+    } else {
+      out << "publication " << o.publication << ": exists\n";
     }
     // The same check the relay makes before it streams.
-    const pg::PublicationCheck check = db.check_publication({o.publication, o.schema, o.table});
+    const pg::PublicationCheck check = db.check_publication(target);
     if (!check.ok()) {
       err << "outbox-relay setup: " << check.problem << '\n';
       return relay::kExitConfig;
@@ -213,35 +244,17 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
                 : std::string())
         << "\n";
 
-    auto slot = db.slot(o.slot);
-    if (!slot) {
-      try {
-        pg::Lsn at = db.create_slot(o.slot);
-        out << "slot " << o.slot << ": created (logical, pgoutput, consistent point "
-            << at.to_string() << ")\n";
-        return 0;
-      } catch (const pg::Error& e) {
-        if (e.sqlstate() != "42710") throw;  // created meanwhile (by a relay): check it below
-        slot = db.slot(o.slot);
-      }
-    }
-    if (!slot) return fail(err, "setup", "replication slot " + o.slot + " vanished while set up");
-    if (slot->slot_type != "logical" || slot->plugin != "pgoutput") {
-      return fail(err, "setup",
-                  "replication slot " + o.slot + " exists but is a " + slot->slot_type +
-                      " slot with plugin " + slot->plugin +
-                      ", not logical pgoutput (drop it or choose another --slot)");
-    }
-    if (slot->wal_status == "lost") {
-      return fail(err, "setup",
-                  "replication slot " + o.slot +
-                      " exists but is lost (wal_status lost): drop it with `outbox-relay drop "
-                      "--yes` and run setup again, then reconcile outbox rows committed after " +
-                      lsn_text(slot->confirmed_flush_lsn));
+    bootstrap.part = pg::BootstrapPart::kSlot;
+    const pg::BootstrapResult slot = db.ensure_slot_and_publication(bootstrap);
+    if (slot.refusal) return fail(err, "setup", setup_refusal(o, slot));
+    if (slot.created_slot) {
+      out << "slot " << o.slot << ": created (logical, pgoutput, consistent point "
+          << slot.created_slot->to_string() << ")\n";
+      return 0;
     }
     out << "slot " << o.slot << ": exists (pgoutput, confirmed_flush_lsn "
-        << lsn_text(slot->confirmed_flush_lsn) << ", " << (slot->active ? "active" : "inactive")
-        << ")\n";
+        << lsn_text(slot.slot ? slot.slot->confirmed_flush_lsn : std::nullopt) << ", "
+        << (slot.slot && slot.slot->active ? "active" : "inactive") << ")\n";
     return 0;
   } catch (const pg::Error& e) {
     return fail(err, "setup", e.what());

@@ -32,7 +32,7 @@ Rows run(PGconn* c, const std::string& what, const std::string& sql,
                               values.data(), nullptr, nullptr, 0));
   const auto status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    throw pq_result_error(c, r.get(), what);
+    throw pq_unexpected_result(c, r.get(), what, "rows or a command completion");
   }
   Rows rows;
   const int n = PQntuples(r.get()), cols = PQnfields(r.get());
@@ -126,14 +126,6 @@ std::optional<PublicationInfo> AdminSession::publication(const std::string& name
   return info;
 }
 
-void AdminSession::create_publication(const std::string& name, const std::string& schema,
-                                      const std::string& table) {
-  const std::string what = "create publication " + name + " for table " + schema + "." + table;
-  run(impl_->conn.get(), what,
-      create_publication_sql({name, schema, table},
-                             [&](const std::string& n) { return quote_identifier(n); }));
-}
-
 void AdminSession::drop_publication(const std::string& name) {
   const std::string what = "drop publication " + name;
   run(impl_->conn.get(), what, "DROP PUBLICATION " + quote_identifier(name));
@@ -182,12 +174,20 @@ std::optional<SlotInfo> AdminSession::slot(const std::string& name) {
   return s;
 }
 
-Lsn AdminSession::create_slot(const std::string& name) {
-  const std::string what = "create replication slot " + name;
-  Rows rows =
-      run(impl_->conn.get(), what,
-          "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')", {name});
-  return lsn_of(rows.at(0).at(0)).value_or(Lsn{});
+BootstrapResult AdminSession::ensure_slot_and_publication(const BootstrapOptions& options) {
+  SlotBootstrap b(options, SlotCreation::kSqlFunction);
+  const QuoteFn literal = [&](const std::string& v) { return quote_literal(v); };
+  const QuoteFn identifier = [&](const std::string& v) { return quote_identifier(v); };
+  while (!b.done()) {
+    std::optional<Rows> rows;
+    try {
+      rows = run(impl_->conn.get(), b.what(), b.sql(literal, identifier));
+    } catch (const Error& e) {
+      if (!b.on_error(e)) throw;
+    }
+    if (rows) b.on_rows(*rows);
+  }
+  return b.result();
 }
 
 void AdminSession::drop_slot(const std::string& name) {

@@ -16,7 +16,7 @@ Cursor::Cursor(AdminSession& session, std::string what, const std::string& sql,
     try {
       session_.exec(statement, p);
     } catch (const Error& e) {
-      throw Error(what_ + ": " + e.what(), e.sqlstate(), e.connection_lost());
+      throw Error(what_, e);
     }
   };
   step("BEGIN READ ONLY", {});
@@ -40,7 +40,7 @@ bool Cursor::fetch(Rows& rows) {
   try {
     rows = session_.exec(fetch_sql_);
   } catch (const Error& e) {
-    throw Error(what_ + ": " + e.what(), e.sqlstate(), e.connection_lost());
+    throw Error(what_, e);
   }
   if (rows.empty()) exhausted_ = true;
   return !rows.empty();
@@ -52,7 +52,7 @@ void Cursor::close() {
     session_.exec(std::string("CLOSE ") + kCursorName);
     session_.exec("COMMIT");
   } catch (const Error& e) {
-    throw Error(what_ + ": " + e.what(), e.sqlstate(), e.connection_lost());
+    throw Error(what_, e);
   }
   open_ = false;
 }

@@ -185,8 +185,8 @@ DropResult PruneQueries::drop_if_all_prunable(const OutboxPart& part, const std:
     return DropResult::kDropped;
   } catch (const Error& e) {
     if (!e.connection_lost()) db_.exec("ROLLBACK");
-    // 55P03 lock_not_available (lock_timeout), 57014 query_canceled (statement_timeout).
-    if (e.sqlstate() == "55P03" || e.sqlstate() == "57014") return DropResult::kBusy;
+    // lock_timeout or statement_timeout: the partition is in use; try it on the next run.
+    if (classify(e) == ErrorKind::kCanceled) return DropResult::kBusy;
     throw;
   }
 }

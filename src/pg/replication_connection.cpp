@@ -11,6 +11,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
+#include <charconv>
 #include <chrono>
 
 #include "libpq_handles.hpp"
@@ -196,7 +197,7 @@ awaitable<Rows> ReplicationConnection::exec(const std::string& sql, Duration tim
   ResultHandle r = co_await impl_->get_result(until, "running a query");
   ExecStatusType st = PQresultStatus(r.get());
   if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-    throw pq_result_error(c, r.get(), "\"" + sql + "\"");
+    throw pq_unexpected_result(c, r.get(), "\"" + sql + "\"", "rows or a command completion");
   }
   Rows rows;
   int n = PQntuples(r.get()), m = PQnfields(r.get());
@@ -220,13 +221,24 @@ awaitable<Rows> ReplicationConnection::exec(const std::string& sql, Duration tim
 awaitable<SystemInfo> ReplicationConnection::identify_system(Duration timeout) {
   Rows rows = co_await exec("IDENTIFY_SYSTEM", timeout);
   if (rows.size() != 1 || rows[0].size() < 4 || !rows[0][0] || !rows[0][1] || !rows[0][2]) {
-    throw Error("IDENTIFY_SYSTEM returned an unexpected result", "", false);
+    throw Error::unexpected_reply(
+        "IDENTIFY_SYSTEM", "one row of systemid, timeline, xlogpos, dbname",
+        std::to_string(rows.size()) + " rows" +
+            (rows.empty() ? "" : " of " + std::to_string(rows[0].size()) + " columns") +
+            (rows.size() == 1 && rows[0].size() >= 4 ? " with a NULL" : ""));
   }
   SystemInfo info;
   info.system_id = *rows[0][0];
-  info.timeline = static_cast<std::uint32_t>(std::stoul(*rows[0][1]));
+  const std::string& tli = *rows[0][1];
+  if (auto [p, ec] = std::from_chars(tli.data(), tli.data() + tli.size(), info.timeline);
+      ec != std::errc() || p != tli.data() + tli.size()) {
+    throw Error::unexpected_reply("IDENTIFY_SYSTEM", "a timeline number", "'" + tli + "'");
+  }
   auto pos = Lsn::parse(*rows[0][2]);
-  if (!pos) throw Error("IDENTIFY_SYSTEM returned an invalid xlogpos " + *rows[0][2], "", false);
+  if (!pos) {
+    throw Error::unexpected_reply("IDENTIFY_SYSTEM", "an xlogpos such as 0/16B3748",
+                                  "'" + *rows[0][2] + "'");
+  }
   info.xlogpos = *pos;
   info.dbname = rows[0][3].value_or("");
   co_return info;
@@ -240,7 +252,7 @@ awaitable<void> ReplicationConnection::start_replication(const std::string& comm
   co_await impl_->flush_all(until, "sending START_REPLICATION");
   ResultHandle r = co_await impl_->get_result(until, "starting replication");
   if (PQresultStatus(r.get()) != PGRES_COPY_BOTH) {
-    throw pq_result_error(c, r.get(), "START_REPLICATION");
+    throw pq_unexpected_result(c, r.get(), "START_REPLICATION", "CopyBoth (PGRES_COPY_BOTH)");
   }
 }
 

@@ -24,7 +24,7 @@ std::vector<std::vector<std::string>> query(PGconn* c, const std::string& what,
                               values.data(), nullptr, nullptr, 0));
   const auto status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    throw pq_result_error(c, r.get(), what);
+    throw pq_unexpected_result(c, r.get(), what, "rows or a command completion");
   }
   std::vector<std::vector<std::string>> rows(PQntuples(r.get()));
   for (int i = 0; i < PQntuples(r.get()); ++i) {
@@ -114,7 +114,9 @@ SlotScanResult SlotChangeScan::scan(
     if (status == PGRES_SINGLE_TUPLE) {
       if (failure) continue;  // drain after an error
       if (PQgetlength(r.get(), 0, 0) != 8) {
-        failure.emplace(what + ": unexpected lsn column length", "", false);
+        failure.emplace(
+            Error::unexpected_reply(what, "an lsn column of 8 bytes",
+                                    "one of " + std::to_string(PQgetlength(r.get(), 0, 0))));
         continue;
       }
       const Lsn lsn{be64(PQgetvalue(r.get(), 0, 0))};
@@ -122,7 +124,7 @@ SlotScanResult SlotChangeScan::scan(
       ++result.changes;
       on_change(lsn, std::span<const std::byte>(data, PQgetlength(r.get(), 0, 1)));
     } else if (status != PGRES_TUPLES_OK && !failure) {
-      failure.emplace(pq_result_error(c, r.get(), what));
+      failure.emplace(pq_unexpected_result(c, r.get(), what, "rows"));
     }
   }
   if (failure) throw *failure;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -13,6 +14,7 @@
 #include <unordered_set>
 #include <variant>
 
+#include "outbox/pg/bootstrap.hpp"
 #include "outbox/pg/publication_check.hpp"
 #include "outbox/pg/replication_connection.hpp"
 #include "outbox/pgoutput/decoder.hpp"
@@ -59,14 +61,9 @@ std::shared_ptr<spdlog::logger> make_logger() {
   return l ? l : spdlog::default_logger()->clone("relay");
 }
 
-// SQLSTATEs after which reconnecting can help: connection trouble, server shutting down or
-// starting, too many connections, slot held by another relay (standby).
-bool retryable(const pg::Error& e) {
-  if (e.connection_lost()) return true;
-  const std::string& s = e.sqlstate();
-  return s.rfind("08", 0) == 0 || s == "57P01" || s == "57P02" || s == "57P03" || s == "53300" ||
-         s == "55006" || s.empty();
-}
+// Errors after which reconnecting can help (pg::classify): connection trouble, server shutting
+// down or starting, too many connections, slot held by another relay (standby).
+bool retryable(const pg::Error& e) { return pg::retryable(pg::classify(e)); }
 
 // kResolveRelation: a Relation message of a relation that may be a partition of the outbox created
 // after the last publication check; handle the frame again once the catalog was read.
@@ -271,9 +268,10 @@ class Relay::Impl {
     co_await ensure_publication_and_slot();
     // Before the stream starts, on every connect: refuse a publication that hides outbox inserts.
     co_await check_publication();
-    std::string command = "START_REPLICATION SLOT " + conn_->quote_identifier(config_.slot) +
-                          " LOGICAL 0/0 (proto_version '1', publication_names " +
-                          conn_->quote_literal(conn_->quote_identifier(config_.publication)) + ")";
+    const std::string command = pg::start_replication_command(
+        config_.slot, config_.publication,
+        [&](const std::string& v) { return conn_->quote_literal(v); },
+        [&](const std::string& v) { return conn_->quote_identifier(v); });
     co_await conn_->start_replication(command, config_.connect_timeout);
     had_slot_ = true;
     streamed = true;
@@ -293,67 +291,60 @@ class Relay::Impl {
     co_await finish();
   }
 
+  // The publication and the slot (pg::SlotBootstrap, as the setup command): created when missing
+  // unless --no-create; a slot that vanished after the relay had it, or was invalidated, is a
+  // loss (kExitSlotLost). The publication first, logged before the slot is looked at.
   awaitable<void> ensure_publication_and_slot() {
-    const auto timeout = config_.connect_timeout;
     const auto& m = config_.mapper;
-    pg::Rows pubs = co_await conn_->exec(
-        "SELECT 1 FROM pg_publication WHERE pubname = " + conn_->quote_literal(config_.publication),
-        timeout);
-    if (pubs.empty()) {
-      if (!config_.create) {
-        throw FatalError({kExitError, "publication " + config_.publication +
-                                          " does not exist and --no-create was given"});
+    auto refused = [&](pg::BootstrapRefusal r, const std::optional<pg::SlotState>& slot) -> Fatal {
+      switch (r) {
+        case pg::BootstrapRefusal::kPublicationMissing:
+          return {kExitError, "publication " + config_.publication +
+                                  " does not exist and --no-create was given"};
+        case pg::BootstrapRefusal::kSlotMissing:
+          return {kExitError,
+                  "replication slot " + config_.slot + " does not exist and --no-create was given"};
+        case pg::BootstrapRefusal::kSlotVanished:
+          return {kExitSlotLost,
+                  "replication slot " + config_.slot +
+                      " disappeared while the relay was using it; events committed after its last "
+                      "confirmed position " +
+                      confirm_lsn().to_string() +
+                      " may never reach Kafka. Recreate the slot (outbox-relay recreates it when "
+                      "started anew) and reconcile the outbox rows committed since then."};
+        case pg::BootstrapRefusal::kSlotDroppedMeanwhile:
+          return {kExitError, "replication slot " + config_.slot +
+                                  " was created by another connection while the relay created "
+                                  "it, and dropped again"};
+        case pg::BootstrapRefusal::kSlotNotPgoutput:
+          return {kExitError, "replication slot " + config_.slot + " uses plugin " +
+                                  (slot ? slot->plugin.value_or("?") : "?") + ", not pgoutput"};
+        case pg::BootstrapRefusal::kSlotLost:
+          return {kExitSlotLost,
+                  "replication slot " + config_.slot +
+                      " was invalidated (wal_status lost, confirmed " +
+                      (slot && slot->confirmed_flush_lsn ? slot->confirmed_flush_lsn->to_string()
+                                                         : "?") +
+                      "): the WAL it needed was removed (max_slot_wal_keep_size), so outbox rows "
+                      "committed since then were never relayed. Drop the slot, start the relay to "
+                      "create a new one, and reconcile the outbox rows committed after that "
+                      "position."};
       }
-      co_await conn_->exec(pg::create_publication_sql(
-                               publication_target(),
-                               [&](const std::string& n) { return conn_->quote_identifier(n); }),
-                           timeout);
-      log_->info("event=created_publication publication={} table={}.{}", config_.publication,
-                 m.schema, m.table);
-    }
-    pg::Rows slots = co_await conn_->exec(
-        "SELECT plugin, wal_status, confirmed_flush_lsn FROM pg_replication_slots "
-        "WHERE slot_name = " +
-            conn_->quote_literal(config_.slot),
-        timeout);
-    if (slots.empty()) {
-      if (had_slot_) {
-        throw FatalError(
-            {kExitSlotLost,
-             "replication slot " + config_.slot +
-                 " disappeared while the relay was using it; events committed after its last "
-                 "confirmed position " +
-                 confirm_lsn().to_string() +
-                 " may never reach Kafka. Recreate the slot (outbox-relay recreates it when "
-                 "started anew) and reconcile the outbox rows committed since then."});
+      return {kExitError, "replication slot " + config_.slot + " cannot be used"};
+    };
+    pg::BootstrapOptions options{publication_target(), config_.slot, config_.create, had_slot_};
+    const std::array<pg::BootstrapPart, 2> parts{pg::BootstrapPart::kPublication,
+                                                 pg::BootstrapPart::kSlot};
+    for (const pg::BootstrapPart part : parts) {
+      options.part = part;
+      const pg::BootstrapResult r =
+          co_await pg::ensure_slot_and_publication(*conn_, options, config_.connect_timeout);
+      if (r.created_publication) {
+        log_->info("event=created_publication publication={} table={}.{}", config_.publication,
+                   m.schema, m.table);
       }
-      if (!config_.create) {
-        throw FatalError({kExitError, "replication slot " + config_.slot +
-                                          " does not exist and --no-create was given"});
-      }
-      try {
-        co_await conn_->exec("CREATE_REPLICATION_SLOT " + conn_->quote_identifier(config_.slot) +
-                                 " LOGICAL pgoutput NOEXPORT_SNAPSHOT",
-                             timeout);
-        log_->info("event=created_slot slot={}", config_.slot);
-      } catch (const pg::Error& e) {
-        if (e.sqlstate() != "42710") throw;  // created meanwhile by another relay: fine
-      }
-      co_return;
-    }
-    const auto& row = slots.front();
-    if (row[0].value_or("") != "pgoutput") {
-      throw FatalError({kExitError, "replication slot " + config_.slot + " uses plugin " +
-                                        row[0].value_or("?") + ", not pgoutput"});
-    }
-    if (row[1].value_or("") == "lost") {
-      throw FatalError(
-          {kExitSlotLost,
-           "replication slot " + config_.slot + " was invalidated (wal_status lost, confirmed " +
-               row[2].value_or("?") +
-               "): the WAL it needed was removed (max_slot_wal_keep_size), so outbox rows "
-               "committed since then were never relayed. Drop the slot, start the relay to "
-               "create a new one, and reconcile the outbox rows committed after that position."});
+      if (r.created_slot) log_->info("event=created_slot slot={}", config_.slot);
+      if (r.refusal) throw FatalError(refused(*r.refusal, r.slot));
     }
   }
 
@@ -379,7 +370,12 @@ class Relay::Impl {
     pg::Rows at = co_await catalog_->exec("SELECT pg_catalog.pg_current_wal_lsn()::text", timeout);
     std::optional<Lsn> before;
     if (at.size() == 1 && at[0].size() == 1 && at[0][0]) before = Lsn::parse(*at[0][0]);
-    if (!before) throw pg::Error("pg_current_wal_lsn() returned an unexpected result", "", false);
+    if (!before) {
+      const bool one = at.size() == 1 && at[0].size() == 1 && at[0][0];
+      throw pg::Error::unexpected_reply(
+          "SELECT pg_current_wal_lsn()", "one LSN",
+          one ? "'" + *at[0][0] + "'" : std::to_string(at.size()) + " rows");
+    }
     const pg::PublicationTarget target = publication_target();
     pg::Rows rows = co_await catalog_->exec(
         pg::publication_check_sql(target,

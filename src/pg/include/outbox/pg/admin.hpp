@@ -1,6 +1,6 @@
 // Blocking libpq session for the one-shot CLI commands (setup, status, drop): publication and slot
-// management, slot inspection, outbox table creation. Never use it on the relay's io_context
-// thread: every call blocks until the server answered.
+// bootstrap and removal, slot inspection, outbox table creation. Never use it on the relay's
+// io_context thread: every call blocks until the server answered.
 // Not thread-safe: one AdminSession per thread. The libpq handle never leaves pg.
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "outbox/pg/bootstrap.hpp"
 #include "outbox/pg/publication_check.hpp"
 #include "outbox/pg/replication_connection.hpp"  // pg::Error, Row, Rows
 #include "outbox/pgoutput/lsn.hpp"
@@ -69,13 +70,14 @@ class AdminSession {
   // Whether the publication publishes every insert into the table (or its partitions): see
   // publication_check.hpp.
   PublicationCheck check_publication(const PublicationTarget& target);
-  void create_publication(const std::string& name, const std::string& schema,
-                          const std::string& table);
   void drop_publication(const std::string& name);
 
+  // The publication and the slot found or created, or refused, as the relay does before it
+  // streams (bootstrap.hpp); a missing slot is created with pg_create_logical_replication_slot().
+  // Throws Error as exec() does, prefixed with the step ("create replication slot S: ...").
+  BootstrapResult ensure_slot_and_publication(const BootstrapOptions& options);
+
   std::optional<SlotInfo> slot(const std::string& name);
-  // Creates a logical slot with pgoutput; returns its consistent point (confirmed_flush_lsn).
-  Lsn create_slot(const std::string& name);
   // Throws Error 55006 when a walsender holds the slot.
   void drop_slot(const std::string& name);
 

@@ -16,32 +16,15 @@
 #include <memory>
 #include <optional>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "outbox/pg/error.hpp"  // pg::Error, thrown by every call below
 #include "outbox/pgoutput/lsn.hpp"
 
 namespace outbox::pg {
 
 using pgoutput::Lsn;
-
-// A failure reported by the server (with its SQLSTATE) or by the connection itself.
-class Error : public std::runtime_error {
- public:
-  Error(const std::string& message, std::string sqlstate, bool connection_lost)
-      : std::runtime_error(message),
-        sqlstate_(std::move(sqlstate)),
-        connection_lost_(connection_lost) {}
-  // Five-character SQLSTATE, or empty when the server sent none (e.g. connection lost).
-  const std::string& sqlstate() const { return sqlstate_; }
-  // The connection is unusable; reconnecting may help.
-  bool connection_lost() const { return connection_lost_; }
-
- private:
-  std::string sqlstate_;
-  bool connection_lost_;
-};
 
 struct SystemInfo {
   std::string system_id;
