@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns scripts/bench.sh's raw measurements into the results table (markdown + JSON).
+"""Turns bench/run.sh's raw measurements into the results table (markdown + JSON).
 
 Medians over the repetitions; ratios relay/decoder-alone, relay/pg_recvlogical, relay/Debezium;
 targets checked. Standard library only.

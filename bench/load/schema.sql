@@ -1,5 +1,5 @@
 -- Benchmark outbox table (the relay's and Debezium's default column names) and the loader.
--- psql -v ON_ERROR_STOP=1 -f bench/load/schema.sql; scripts/bench.sh runs it before each load.
+-- psql -v ON_ERROR_STOP=1 -f bench/load/schema.sql; bench/run.sh runs it before each load.
 DROP PUBLICATION IF EXISTS bench_pub;
 DROP PUBLICATION IF EXISTS bench_pub_dbz;
 DROP TABLE IF EXISTS public.bench_outbox;

@@ -1,4 +1,4 @@
-// Helpers for scripts/bench.sh (not part of the relay). Subcommands:
+// Helpers for bench/run.sh (not part of the relay). Subcommands:
 //
 //   wait-count --brokers B --topic T --count N [--timeout-s S] [--poll-ms MS]
 //       Polls the topic's high watermarks (summed over partitions) until they reach N.

@@ -1,0 +1,224 @@
+# shellcheck shell=bash
+# The consumers of bench/run.sh, one function each. Source it after bench/lib/common.sh; do not
+# execute it.
+#
+# Throughput: run_<consumer> WORKLOAD REP SLOT EVENTS PAYLOAD_BYTES END_LSN, consumer one of
+# decoder, recvlogical, drain, relay, debezium. Each reads its slot up to END_LSN (or until
+# EVENTS records are in Kafka), appends one line to $RUNS (record), prints nothing and returns
+# non-zero on failure. Its files go to $WORK/WORKLOAD.REP.CONSUMER/.
+# Latency: run_latency RATE SECONDS OUT (the relay under paced inserts; one key=value line in OUT).
+#
+# Globals from the driver: WORK, RUN_ID, PG, BROKERS, RELAY, RELAY_ARGS (array),
+# RELAY_HAS_METRICS, TOOL, TIMEOUT, DBZ_LIBS, REPO.
+
+# start_relay DIR SLOT TOPIC: starts the relay in the background with the command line of every
+# relay run of the bench (built here only, so the throughput and the latency runs cannot drift
+# apart): slot SLOT of publication bench_pub, records to TOPIC.<aggregatetype>, confirmations
+# every 200 ms (so the confirmation time can be seen), $OUTBOX_BENCH_RELAY_ARGS last. Log in
+# DIR/log, the command line in DIR/cmdline. Sets RELAY_PID and RELAY_METRICS_URL (empty when
+# the relay has no /metrics).
+start_relay() {
+  local d=$1 slot=$2 topic=$3
+  local argv=("$RELAY" --pg "$PG" --brokers "$BROKERS" --slot "$slot" --publication bench_pub
+    --table public.bench_outbox --topic "$topic.\${aggregatetype}" --no-create
+    --status-interval 200ms --log-level warn)
+  RELAY_METRICS_URL=""
+  if [ "$RELAY_HAS_METRICS" = 1 ]; then
+    # A port of its own: the default one may be taken by a relay under test.
+    local port
+    port=$(bench_port OUTBOX_BENCH_METRICS_PORT)
+    argv+=(--metrics-addr "127.0.0.1:$port")
+    RELAY_METRICS_URL="http://127.0.0.1:$port/metrics"
+  fi
+  argv+=("${RELAY_ARGS[@]}")
+  printf '%q ' "${argv[@]}" >"$d/cmdline"
+  "${argv[@]}" >"$d/log" 2>&1 &
+  RELAY_PID=$!
+}
+
+# PostgreSQL's decoder alone, in the server: the physical limit.
+run_decoder() {
+  local wl=$1 rep=$2 slot=$3 n=$4 bytes=$5
+  local d="$WORK/$wl.$rep.decoder"
+  mkdir -p "$d"
+  # \setenv interpolates psql variables (\! does not): the backend's pid reaches the shell.
+  psql -X -q -At -v ON_ERROR_STOP=1 "$PG" >"$d/out" 2>"$d/err" <<SQL || { cat "$d/err" >&2; return 1; }
+SELECT pg_backend_pid() AS bpid \gset
+\setenv BPID :bpid
+\! awk '{ print \$14 + \$15 }' /proc/\$BPID/stat > $d/cpu0; date +%s%N > $d/t0
+SELECT count(*) FROM pg_logical_slot_get_binary_changes('$slot', NULL, NULL, 'proto_version', '1', 'publication_names', 'bench_pub');
+\! date +%s%N > $d/t1; awk '{ print \$14 + \$15 }' /proc/\$BPID/stat > $d/cpu1; awk '/^VmHWM:/ { print \$2 }' /proc/\$BPID/status > $d/rss
+SQL
+  local msgs cpu
+  msgs="$(cat "$d/out")"
+  # Begin + Insert(s) + Commit per transaction, plus the Relation message(s).
+  [ "$msgs" -ge "$n" ] || { log "decoder returned $msgs messages for $n events"; return 1; }
+  cpu="$(awk -v t="$(getconf CLK_TCK)" -v a="$(cat "$d/cpu0")" -v b="$(cat "$d/cpu1")" 'BEGIN { printf "%.3f", (b - a) / t }')"
+  record "$wl" "$rep" decoder "$n" "$bytes" "$(secs "$(cat "$d/t0")" "$(cat "$d/t1")")" "$cpu" "$(cat "$d/rss")" "" ""
+}
+
+# run_timed CONSUMER WL REP N BYTES CMD...: runs a client that exits at the end LSN, records its
+# wall time, CPU (user+sys) and peak RSS; its output goes to the consumer's directory.
+run_timed() {
+  local consumer=$1 wl=$2 rep=$3 n=$4 bytes=$5
+  local d="$WORK/$wl.$rep.$consumer"
+  shift 5
+  mkdir -p "$d"
+  local t0 t1 u s m
+  t0=$(now_ns)
+  if ! timeout "$TIMEOUT" /usr/bin/time -f '%U %S %M' -o "$d/time" "$@" >"$d/out" 2>"$d/err"; then
+    cat "$d/err" >&2
+    return 1
+  fi
+  t1=$(now_ns)
+  read -r u s m <"$d/time"
+  record "$wl" "$rep" "$consumer" "$n" "$bytes" "$(secs "$t0" "$t1")" "$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.3f", u + s }')" "$m" "" ""
+}
+
+run_recvlogical() {
+  local wl=$1 rep=$2 slot=$3 n=$4 bytes=$5 end=$6
+  # -F 0: no fsync of the output (it is /dev/null); --endpos: exit at the last commit's end.
+  run_timed recvlogical "$wl" "$rep" "$n" "$bytes" \
+    pg_recvlogical -d "$PG" --slot="$slot" --start --no-loop -F 0 -E "$end" \
+    -o proto_version=1 -o publication_names=bench_pub -f /dev/null
+}
+
+# The walsender's ceiling: a client that reads like the relay and discards everything.
+run_drain() {
+  local wl=$1 rep=$2 slot=$3 n=$4 bytes=$5 end=$6
+  run_timed drain "$wl" "$rep" "$n" "$bytes" "$TOOL" drain --pg "$PG" --slot "$slot" \
+    --publication bench_pub --end-lsn "$end" --timeout-s "$TIMEOUT"
+}
+
+run_relay() {
+  local wl=$1 rep=$2 slot=$3 n=$4 bytes=$5 end=$6
+  local d="$WORK/$wl.$rep.relay" topic="bench.$RUN_ID.$wl.$rep.relay"
+  mkdir -p "$d"
+  local t0 pid waiter confirmer first last cpu rss tc
+  t0=$(now_ns)
+  start_relay "$d" "$slot" "$topic"
+  pid=$RELAY_PID
+  (wait_confirmed "$slot" "$end" >/dev/null && now_ns >"$d/confirmed") &
+  confirmer=$!
+  "$TOOL" wait-count --brokers "$BROKERS" --topic "$topic.order" --count "$n" \
+    --timeout-s "$TIMEOUT" >"$d/acked" &
+  waiter=$!
+  if ! wait_while_alive "$waiter" "$pid" relay; then
+    kill "$confirmer" 2>/dev/null || true
+    stop_pid "$pid"
+    log "relay failed; its log:"
+    tail -n 20 "$d/log" >&2
+    return 1
+  fi
+  cpu=$(cpu_s "$pid")
+  rss=$(rss_kb "$pid")
+  read -r first last <"$d/acked"
+  if ! wait "$confirmer"; then
+    stop_pid "$pid"
+    log "relay: the slot was not confirmed up to $end"
+    return 1
+  fi
+  tc=$(cat "$d/confirmed")
+  stop_pid "$pid" INT
+  record "$wl" "$rep" relay "$n" "$bytes" "$(secs "$t0" "$last")" "$cpu" "$rss" \
+    "$(secs "$t0" "$tc")" "$(secs "$first" "$last")"
+}
+
+# Debezium's PostgreSQL connector and outbox event router on Kafka Connect standalone.
+run_debezium() {
+  local wl=$1 rep=$2 slot=$3 n=$4 bytes=$5
+  local d="$WORK/$wl.$rep.debezium" topic="bench.$RUN_ID.$wl.$rep.dbz"
+  mkdir -p "$d"
+  local pghost pgport pgdb pguser rest_port
+  pghost=$(psql_q -c "SELECT inet_server_addr()")
+  pgport=$(psql_q -c "SHOW port")
+  pgdb=$(psql_q -c "SELECT current_database()")
+  pguser=$(psql_q -c "SELECT current_user")
+  rest_port=$(bench_port OUTBOX_BENCH_CONNECT_PORT)
+  sed -e "s|@BROKERS@|$BROKERS|g" -e "s|@OFFSETS@|$d/offsets.dat|g" \
+    -e "s|@REST_PORT@|$rest_port|g" \
+    "$REPO/bench/debezium/connect-standalone.properties" >"$d/worker.properties"
+  sed -e "s|@PGHOST@|$pghost|g" -e "s|@PGPORT@|$pgport|g" -e "s|@PGDB@|$pgdb|g" \
+    -e "s|@PGUSER@|$pguser|g" -e "s|@SLOT@|$slot|g" -e "s|@TOPIC@|$topic|g" \
+    -e "s|@NAME@|bench-$wl-$rep|g" \
+    "$REPO/bench/debezium/postgres-outbox.properties" >"$d/connector.properties"
+  local t0 pid waiter first last cpu rss
+  t0=$(now_ns)
+  # The heap of Kafka's own connect-standalone.sh (-Xms256M -Xmx2G).
+  java -Xms256m -Xmx2g -XX:+UseG1GC \
+    -Dlog4j2.configurationFile="$REPO/bench/debezium/connect-log4j2.properties" \
+    -cp "$DBZ_LIBS/*" org.apache.kafka.connect.cli.ConnectStandalone \
+    "$d/worker.properties" "$d/connector.properties" >"$d/log" 2>&1 &
+  pid=$!
+  "$TOOL" wait-count --brokers "$BROKERS" --topic "$topic.order" --count "$n" \
+    --timeout-s "$TIMEOUT" >"$d/acked" &
+  waiter=$!
+  if ! wait_while_alive "$waiter" "$pid" debezium; then
+    stop_pid "$pid" TERM
+    log "debezium failed; its log:"
+    grep -E 'ERROR|Exception' "$d/log" | head -n 20 >&2
+    return 1
+  fi
+  cpu=$(cpu_s "$pid")
+  rss=$(rss_kb "$pid")
+  read -r first last <"$d/acked"
+  stop_pid "$pid" TERM
+  record "$wl" "$rep" debezium "$n" "$bytes" "$(secs "$t0" "$last")" "$cpu" "$rss" "" \
+    "$(secs "$first" "$last")"
+}
+
+# run_latency RATE SECONDS OUT: paced one-event transactions (bench_tool load-paced) while the
+# relay runs, commit time to consumption (bench_tool latency), then Kafka alone at the same rate
+# (bench_tool produce-latency, no PostgreSQL, no relay: the floor). Writes one key=value line to
+# OUT and the relay's /metrics to $WORK/latency.metrics; files in $WORK/latency/. Returns
+# non-zero when a part failed (what it measured is still written).
+run_latency() {
+  local rate=$1 seconds=$2 out=$3
+  local d="$WORK/latency" topic="bench.$RUN_ID.latency" ktopic="bench.$RUN_ID.kafka-alone"
+  local nlat=$((rate * seconds)) failed=0
+  local rpid cpid lat_cpu lat_rss lat_n lat_p50 lat_p99 lat_max lat_rate k_p50 k_p99 k_max
+  mkdir -p "$d"
+  psql_q -f "$REPO/bench/load/schema.sql" 2>/dev/null >/dev/null || { log "latency: schema failed"; return 1; }
+  psql_q -c "SELECT pg_create_logical_replication_slot('bench_latency', 'pgoutput')" >/dev/null ||
+    { log "latency: could not create the slot"; return 1; }
+  "$TOOL" create-topics --brokers "$BROKERS" --topics "$topic.order" || return 1
+  start_relay "$d" bench_latency "$topic"
+  rpid=$RELAY_PID
+  "$TOOL" latency --brokers "$BROKERS" --topic "$topic.order" --count "$nlat" \
+    --timeout-s $((seconds + 60)) >"$d/consumer" &
+  cpid=$!
+  sleep 1
+  if ! "$TOOL" load-paced --pg "$PG" --table public.bench_outbox --rate "$rate" \
+    --seconds "$seconds" >"$d/loader"; then
+    failed=1
+    log "FAILED: paced loader"
+  fi
+  if ! wait "$cpid"; then
+    failed=1
+    log "FAILED: latency consumer (relay log follows)"
+    tail -n 20 "$d/log" >&2
+  fi
+  if [ -n "$RELAY_METRICS_URL" ]; then
+    curl -s "$RELAY_METRICS_URL" >"$d/metrics" 2>/dev/null || true
+  fi
+  lat_cpu=$(cpu_s "$rpid" 2>/dev/null || echo "")
+  lat_rss=$(rss_kb "$rpid" 2>/dev/null || echo "")
+  kill -0 "$rpid" 2>/dev/null || { failed=1; log "FAILED: relay died during the latency run"; }
+  stop_pid "$rpid" INT
+  psql_q -c "SELECT pg_drop_replication_slot('bench_latency')" >/dev/null || true
+  read -r lat_n lat_p50 lat_p99 lat_max <"$d/consumer" || true
+  read -r _ lat_rate <"$d/loader" || true
+  "$TOOL" create-topics --brokers "$BROKERS" --topics "$ktopic" || failed=1
+  if ! "$TOOL" produce-latency --brokers "$BROKERS" --topic "$ktopic" --rate "$rate" \
+    --seconds "$seconds" >"$d/kafka-alone" 2>"$d/kafka-alone.err"; then
+    failed=1
+    log "FAILED: produce-latency (Kafka alone)"
+  fi
+  read -r _ k_p50 k_p99 k_max <"$d/kafka-alone" || true
+  printf 'rate=%s achieved=%s seconds=%s events=%s p50_ms=%s p99_ms=%s max_ms=%s cpu_s=%s rss_kb=%s kafka_alone_p50_ms=%s kafka_alone_p99_ms=%s kafka_alone_max_ms=%s\n' \
+    "$rate" "${lat_rate:-}" "$seconds" "${lat_n:-}" "${lat_p50:-}" "${lat_p99:-}" \
+    "${lat_max:-}" "$lat_cpu" "$lat_rss" "${k_p50:-}" "${k_p99:-}" "${k_max:-}" >"$out"
+  [ -f "$d/metrics" ] && cp "$d/metrics" "$WORK/latency.metrics"
+  log "latency: $(cat "$out")"
+  [ "$failed" = 0 ]
+}

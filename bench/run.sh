@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# Throughput, CPU, memory and latency of outbox-relay, side by side with PostgreSQL's own decoder
+# (pg_logical_slot_get_binary_changes), pg_recvlogical, a walsender ceiling (bench_tool drain)
+# and Debezium, on the same slot contents. scripts/bench.sh runs this script.
+#
+#   bench/run.sh            full run: W1, W2, W3 x 3 repetitions x 5 consumers, latency run,
+#                           micro-benchmark; results in bench/results/ (markdown + JSON)
+#   bench/run.sh --quick    smoke run for CI (< 1 min): tiny workloads, 1 repetition, no
+#                           Debezium, 5 s latency run; results in .local/bench/. Fails when a
+#                           consumer fails.
+# Options: --reps N, --workloads "W1 W2 W3", --no-debezium, --no-latency, --no-micro.
+# Environment: OUTBOX_RELAY_BIN (default: build-bench/outbox-relay, built here in Release),
+#              OUTBOX_BENCH_SETTLE (seconds to let the server settle after a load, default 5),
+#              OUTBOX_BENCH_RELAY_ARGS (extra relay flags, e.g. "--read-pause 0", for comparisons),
+#              OUTBOX_BENCH_DEBEZIUM=1 (Debezium in a --quick run too).
+# Ports: PostgreSQL and Kafka are the ones scripts/pg-up.sh and scripts/kafka-up.sh start (or
+#        find running) for this checkout, OUTBOX_PG_PORT, OUTBOX_KAFKA_PORT and
+#        OUTBOX_KAFKA_CONTROLLER_PORT (defaults 55432, 59092, 59093 in scripts/lib.sh); the
+#        relay's /metrics and Kafka Connect's REST API get a free port per run, or
+#        OUTBOX_BENCH_METRICS_PORT and OUTBOX_BENCH_CONNECT_PORT when set.
+#
+# Per repetition: fresh table and publications, one fresh slot per consumer, all created before
+# the load; the load (bench/load/schema.sql's bench_load); a probe slot gives the exact end LSN
+# (the last commit's end); CHECKPOINT, VACUUM, settle; then each consumer in turn (one function
+# each in bench/lib/consumers.sh), the order rotated across repetitions. The report takes the
+# median of the repetitions (bench/report.py).
+set -euo pipefail
+BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+# shellcheck source=scripts/lib.sh
+source "$BENCH_DIR/../scripts/lib.sh"
+# shellcheck source=bench/lib/common.sh
+source "$BENCH_DIR/lib/common.sh"
+# shellcheck source=bench/lib/consumers.sh
+source "$BENCH_DIR/lib/consumers.sh"
+SCRIPT_NAME=bench
+cd "$REPO"
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+
+QUICK=0
+REPS=3
+WORKLOADS="W1 W2 W3"
+DEBEZIUM=1
+LATENCY=1
+MICRO=1
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) QUICK=1 ;;
+    --reps) REPS=$2; shift ;;
+    --workloads) WORKLOADS=$2; shift ;;
+    --no-debezium) DEBEZIUM=0 ;;
+    --no-latency) LATENCY=0 ;;
+    --no-micro) MICRO=0 ;;
+    -h | --help) usage; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+  shift
+done
+
+# Workload: transactions, events per transaction, payload bytes.
+declare -A WL_TXN=([W1]=200000 [W2]=200 [W3]=50000)
+declare -A WL_PER=([W1]=1 [W2]=1000 [W3]=1)
+declare -A WL_BYTES=([W1]=200 [W2]=200 [W3]=4096)
+LAT_RATE=5000
+LAT_SECONDS=60
+SETTLE="${OUTBOX_BENCH_SETTLE:-5}"
+TIMEOUT=900
+if [ "$QUICK" = 1 ]; then
+  WL_TXN=([W1]=2000 [W2]=4 [W3]=500)
+  WL_PER=([W1]=1 [W2]=500 [W3]=1)
+  REPS=1
+  DEBEZIUM="${OUTBOX_BENCH_DEBEZIUM:-0}"
+  MICRO=0
+  LAT_RATE=1000
+  LAT_SECONDS=5
+  SETTLE="${OUTBOX_BENCH_SETTLE:-1}"
+  TIMEOUT=60
+fi
+for wl in $WORKLOADS; do
+  [ -n "${WL_TXN[$wl]:-}" ] || die "unknown workload $wl (W1, W2 or W3)"
+done
+
+RUN_ID="$(date -u +%Y%m%dT%H%M%SZ)"
+WORK="$LOCAL_DIR/bench/$RUN_ID"
+mkdir -p "$WORK"
+RUNS="$WORK/runs.tsv"
+printf 'workload\trep\tconsumer\tevents\tpayload_bytes\twall_s\tcpu_s\trss_kb\tconfirm_s\tsteady_s\n' >"$RUNS"
+log "work directory $WORK"
+
+# ---- services and binaries ----------------------------------------------------------------
+# Both scripts print the address they serve on (and only start what is not running yet).
+PG="$("$REPO/scripts/pg-up.sh")"
+BROKERS="$("$REPO/scripts/kafka-up.sh")"
+log "PostgreSQL: $PG; Kafka: $BROKERS"
+
+BUILD="$REPO/build-bench"
+targets=(bench_tool)
+[ "$MICRO" = 1 ] && targets+=(bench_decode_map)
+[ -z "${OUTBOX_RELAY_BIN:-}" ] && targets+=(outbox-relay)
+gen=(-G Ninja)
+[ -f "$BUILD/CMakeCache.txt" ] && gen=()
+cmake -S "$REPO" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DOUTBOX_BENCH=ON >"$WORK/cmake.log" 2>&1 ||
+  { tail -n 30 "$WORK/cmake.log" >&2; die "cmake configure failed"; }
+cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}" >>"$WORK/cmake.log" 2>&1 ||
+  { tail -n 30 "$WORK/cmake.log" >&2; die "build failed"; }
+RELAY="${OUTBOX_RELAY_BIN:-$BUILD/outbox-relay}"
+TOOL="$BUILD/bench/bench_tool"
+[ -x "$RELAY" ] || die "no relay binary at $RELAY"
+
+DBZ_LIBS="$LOCAL_DIR/debezium/libs"
+if [ "$DEBEZIUM" = 1 ] && [ ! -f "$DBZ_LIBS/.complete" ]; then
+  log "fetching Kafka Connect and Debezium from Maven Central (bench/debezium/pom.xml)"
+  rm -rf "$DBZ_LIBS" "$DBZ_LIBS.tmp"
+  mkdir -p "$(dirname "$DBZ_LIBS")"
+  if mvn -q -B -f "$REPO/bench/debezium/pom.xml" dependency:copy-dependencies \
+    -DoutputDirectory="$DBZ_LIBS.tmp" -DincludeScope=runtime >"$WORK/mvn.log" 2>&1; then
+    mv "$DBZ_LIBS.tmp" "$DBZ_LIBS" && touch "$DBZ_LIBS/.complete"
+  else
+    tail -n 20 "$WORK/mvn.log" >&2
+    log "WARNING: could not fetch Debezium; running without it"
+    DEBEZIUM=0
+  fi
+fi
+
+# Older relays have no /metrics; the latency run reads the commit-to-ack histogram from there.
+RELAY_HAS_METRICS=0
+if "$RELAY" --help 2>&1 | grep -q -- '--metrics-addr'; then
+  RELAY_HAS_METRICS=1
+fi
+read -r -a RELAY_ARGS <<<"${OUTBOX_BENCH_RELAY_ARGS:-}"
+
+CONSUMERS=(decoder recvlogical drain relay)
+[ "$DEBEZIUM" = 1 ] && CONSUMERS+=(debezium)
+
+# prepare_rep WL REP NTXN PER BYTES: fresh table, publications, slots and topics, then the load;
+# sets END to the last commit's end LSN.
+prepare_rep() {
+  local wl=$1 rep=$2 ntxn=$3 per=$4 bytes=$5
+  local c topics t0
+  drop_bench_slots
+  psql_q -f "$REPO/bench/load/schema.sql" 2>/dev/null >/dev/null
+  for c in "${CONSUMERS[@]}" probe; do
+    psql_q -c "SELECT pg_create_logical_replication_slot('bench_$c', 'pgoutput')" >/dev/null
+  done
+  topics="bench.$RUN_ID.$wl.$rep.relay.order"
+  [ "$DEBEZIUM" = 1 ] && topics+=",bench.$RUN_ID.$wl.$rep.dbz.order"
+  "$TOOL" create-topics --brokers "$BROKERS" --topics "$topics"
+  t0=$(now_ns)
+  psql_q -c "SET synchronous_commit = off" -c "CALL public.bench_load($ntxn, $per, $bytes)"
+  log "loaded $((ntxn * per)) events in $(secs "$t0" "$(now_ns)") s"
+  # The exact end: the last commit's end LSN, as the decoder reports it (and the relay confirms).
+  # The load ran with synchronous_commit off: flush its WAL first (decoding stops at the flush).
+  psql_q -c "CHECKPOINT"
+  END=$(psql_q -c "SELECT max(lsn) FROM pg_logical_slot_get_binary_changes('bench_probe', NULL, NULL,
+                     'proto_version', '1', 'publication_names', 'bench_pub')")
+  psql_q -c "SELECT pg_drop_replication_slot('bench_probe')" >/dev/null
+  [ -n "$END" ] || die "the probe slot decoded nothing: the load did not reach the WAL"
+  psql_q -c "CHECKPOINT" -c "VACUUM ANALYZE public.bench_outbox"
+}
+
+# ---- the throughput runs ------------------------------------------------------------------
+FAILED=0
+for wl in $WORKLOADS; do
+  ntxn=${WL_TXN[$wl]} per=${WL_PER[$wl]} bytes=${WL_BYTES[$wl]}
+  n=$((ntxn * per))
+  for rep in $(seq 1 "$REPS"); do
+    log "== $wl rep $rep: $ntxn transactions x $per events, $bytes-byte payloads"
+    prepare_rep "$wl" "$rep" "$ntxn" "$per" "$bytes"
+    sleep "$SETTLE"
+    # Rotate the order of the consumers across repetitions.
+    k=$(((rep - 1) % ${#CONSUMERS[@]}))
+    order=("${CONSUMERS[@]:k}" "${CONSUMERS[@]:0:k}")
+    for c in "${order[@]}"; do
+      log "   $c"
+      "run_$c" "$wl" "$rep" "bench_$c" "$n" "$bytes" "$END" || { FAILED=1; log "FAILED: $c $wl"; }
+      sleep 1
+    done
+  done
+done
+drop_bench_slots
+
+# ---- latency run: paced inserts while the relay runs ---------------------------------------
+LAT="$WORK/latency.txt"
+if [ "$LATENCY" = 1 ]; then
+  log "== latency: $LAT_RATE events/s for $LAT_SECONDS s"
+  # The throughput runs leave hundreds of MB of dirty pages (Kafka's logs, the WAL); written back
+  # during the run they stall the broker's appends. Flush them first, then let things settle.
+  sync
+  sleep "$SETTLE"
+  run_latency "$LAT_RATE" "$LAT_SECONDS" "$LAT" || FAILED=1
+fi
+
+# ---- micro-benchmark ---------------------------------------------------------------------------
+if [ "$MICRO" = 1 ]; then
+  log "== micro-benchmark (decode + map per event)"
+  "$BUILD/bench/bench_decode_map" --benchmark_format=json --benchmark_min_time=0.5 \
+    >"$WORK/micro.json" 2>"$WORK/micro.err" || { FAILED=1; log "FAILED: bench_decode_map"; }
+fi
+
+# ---- report ------------------------------------------------------------------------------------
+out_dir="$REPO/bench/results"
+quick_flag=()
+if [ "$QUICK" = 1 ]; then
+  out_dir="$LOCAL_DIR/bench"
+  quick_flag=(--quick)
+fi
+versions="$WORK/versions.txt"
+{
+  echo "relay=$("$RELAY" --version 2>&1 | head -n 1)"
+  echo "postgresql=$(psql_q -c 'SHOW server_version')"
+  echo "pg_recvlogical=$(pg_recvlogical --version)"
+  echo "kafka=$(find "$KAFKA_LIBS" -maxdepth 1 -name 'kafka_2.13-*.jar' -printf '%f\n' | sed 's/kafka_2.13-\(.*\)\.jar/\1/')"
+  echo "librdkafka=$(pkg-config --modversion rdkafka)"
+  [ "$DEBEZIUM" = 1 ] && echo "debezium=$(find "$DBZ_LIBS" -name 'debezium-connector-postgres-*.jar' -printf '%f\n' | sed 's/debezium-connector-postgres-\(.*\)\.jar/\1/')"
+  [ "$DEBEZIUM" = 1 ] && echo "kafka_connect=$(find "$DBZ_LIBS" -name 'connect-runtime-*.jar' -printf '%f\n' | sed 's/connect-runtime-\(.*\)\.jar/\1/')"
+  echo "java=$(java -version 2>&1 | head -n 1)"
+  echo "cpu=$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
+  echo "cores=$(nproc)"
+  echo "kernel=$(uname -r)"
+} >"$versions"
+python3 "$REPO/bench/report.py" --runs "$RUNS" --latency "$LAT" --micro "$WORK/micro.json" \
+  --metrics "$WORK/latency.metrics" \
+  --versions "$versions" --out-dir "$out_dir" --run-id "$RUN_ID" "${quick_flag[@]}"
+[ "$FAILED" = 0 ] || die "some consumers failed (see above; work directory $WORK)"
+log "done: results in $out_dir"
