@@ -126,7 +126,7 @@ class Relay::Impl {
       } catch (const pg::Error& e) {
         if (!retryable(e)) {
           fail({kExitError, e.what()});
-        } else if (e.sqlstate() == "55006") {
+        } else if (pg::classify(e) == pg::ErrorKind::kSlotInUse) {
           reason = "slot in use by another connection";
           set_state(State::kStandby, "standby: " + std::string(e.what()));
           if (!standby_logged) {
