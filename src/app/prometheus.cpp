@@ -120,10 +120,11 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
   }
   w.single("outbox_relay_dlq_events_total", "counter",
            "Events routed to the dead-letter topic instead of their own.", m.dlq_events);
-  w.single("outbox_relay_rejected_batches_total", "counter",
-           "Batches the broker refused; each rewinds the stream to the confirmed position and sends "
-           "the refused records one at a time, in order.",
-           m.rejected_batch_rewinds);
+  w.single("outbox_relay_producer_rewinds_total", "counter",
+           "Times the Kafka producer stopped (a batch refused by the broker, or its idempotent "
+           "sequence lost) and the relay rewound to the confirmed position with a new producer, "
+           "sending the records it had failed one at a time, in order.",
+           m.producer_rewinds);
   w.single("outbox_relay_transactions_confirmed_total", "counter",
            "Transactions whose events were all acknowledged and whose end position was confirmed.",
            m.transactions_confirmed);

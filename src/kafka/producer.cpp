@@ -432,10 +432,9 @@ ProduceResult Producer::produce(const Record& record, std::uint64_t opaque) {
 
 void Producer::drain() { impl_->drain(); }
 
-bool Producer::stopped_at_gap() const {
+bool Producer::stopped() const {
   char buf[256];
-  return rd_kafka_fatal_error(impl_->rk.get(), buf, sizeof buf) ==
-         RD_KAFKA_RESP_ERR__GAPLESS_GUARANTEE;
+  return rd_kafka_fatal_error(impl_->rk.get(), buf, sizeof buf) != RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
 std::size_t Producer::queued() const {

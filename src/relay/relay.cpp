@@ -19,7 +19,7 @@
 #include "outbox/pg/replication_connection.hpp"
 #include "outbox/pgoutput/decoder.hpp"
 #include "outbox/pgoutput/wire.hpp"
-#include "outbox/relay/ack_tracker.hpp"
+#include "outbox/relay/pipeline.hpp"
 #include "outbox/relay/read_pacer.hpp"
 
 namespace outbox::relay {
@@ -31,31 +31,6 @@ using pgoutput::Lsn;
 
 namespace {
 
-// A condition that ends the relay with a specific exit code and message.
-struct Fatal {
-  int code;
-  std::string message;
-};
-
-struct FatalError : std::runtime_error {
-  explicit FatalError(Fatal f) : std::runtime_error(f.message), fatal(std::move(f)) {}
-  Fatal fatal;
-};
-
-// A log field value inside double quotes: inner quotes and backslashes escaped, so that
-// key="value" fields stay parseable.
-std::string quoted(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() + 2);
-  out += '"';
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c == '\n' ? ' ' : c;
-  }
-  out += '"';
-  return out;
-}
-
 std::shared_ptr<spdlog::logger> make_logger() {
   auto l = spdlog::get("relay");
   return l ? l : spdlog::default_logger()->clone("relay");
@@ -65,49 +40,27 @@ std::shared_ptr<spdlog::logger> make_logger() {
 // down or starting, too many connections, slot held by another relay (standby).
 bool retryable(const pg::Error& e) { return pg::retryable(pg::classify(e)); }
 
-// kResolveRelation: a Relation message of a relation that may be a partition of the outbox created
-// after the last publication check; handle the frame again once the catalog was read.
-// kWaitDelivery: the event must wait for delivery reports (librdkafka's queue is full, or a record
-// sent alone must be acknowledged first); handle the frame again after one.
-enum class Handled { kDone, kWaitDelivery, kResolveRelation };
-
 // Shortest time between two publication checks while the confirmed position waits for one.
 constexpr std::chrono::milliseconds kMinCheckGap{1000};
-
-// Marks the opaque of a dead-letter record (transaction sequence numbers stay far below).
-constexpr std::uint64_t kDlqFlag = 1ULL << 63;
-// Marks a record sent again alone, to tell a bad record from the good ones rejected with it.
-constexpr std::uint64_t kIsolatedFlag = 1ULL << 62;
-
-// reason_code of an event dead-lettered because an earlier event of its aggregate was.
-constexpr std::string_view kParked = "PARKED";
-
-// Lets a set of strings be searched with a string_view.
-struct StringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view key) const noexcept {
-    return std::hash<std::string_view>{}(key);
-  }
-};
 
 // Frames handled between two turns of the io_context.
 constexpr std::size_t kYieldFrames = 256;
 
 }  // namespace
 
-class Relay::Impl {
+class Relay::Impl : private Pipeline::Sink {
  public:
   Impl(asio::io_context& io, RelayConfig config)
       : io_(io),
         config_(std::move(config)),
         log_(make_logger()),
-        mapper_(config_.mapper),
         wake_(io),
         pace_timer_(io),
         status_timer_(io),
         backoff_timer_(io),
         check_timer_(io),
-        rng_(std::random_device{}()) {
+        rng_(std::random_device{}()),
+        pipeline_(config_, *this, metrics_, log_) {
     // Created here so that a bad -X property fails before anything runs.
     producer_ = make_producer();
   }
@@ -144,19 +97,21 @@ class Relay::Impl {
       }
       status_timer_.cancel();
       cancel_check_timer();
-      tracker_.abandon_open();
-      txn_.reset();
+      pipeline_.on_disconnect();
       conn_.reset();
       catalog_.reset();
       if (stopping_ || fatal_) break;
-      if (rewinding_) {
+      bool rewind_without_progress = false;
+      if (pipeline_.rewinding()) {
         rewind();
-        reason = "rewinding after a batch refused by the broker";
-        attempt = 0;
+        reason = "rewinding after the Kafka producer stopped";
+        // Rewinds that make no progress back off like failed connections.
+        rewind_without_progress = confirm_lsn() <= last_rewind_at_;
+        last_rewind_at_ = confirm_lsn();
       }
       ++metrics_.reconnects;
       if (metrics_.state != State::kStandby) set_state(State::kConnecting, reason);
-      if (streamed) {
+      if (streamed && !rewind_without_progress) {
         attempt = 0;
         standby_logged = false;
       }
@@ -172,11 +127,11 @@ class Relay::Impl {
       co_await backoff_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
     }
     status_timer_.cancel();
-    if (tracker_.inflight_events() > 0) {
+    if (pipeline_.tracker().inflight_events() > 0) {
       log_->warn(
           "event=stopped_with_unacknowledged slot={} events={} confirmed={}: they will be sent "
           "again on the next start",
-          config_.slot, tracker_.inflight_events(), confirm_lsn().to_string());
+          config_.slot, pipeline_.tracker().inflight_events(), confirm_lsn().to_string());
     }
     isolation_producer_.reset();
     producer_.reset();
@@ -191,13 +146,14 @@ class Relay::Impl {
 
   const Metrics& metrics() {
     metrics_.confirmed_lsn = confirm_lsn();
-    metrics_.publication_verified_lsn = verified_lsn_;
-    metrics_.received_lsn = received_;
-    metrics_.server_wal_end = server_wal_end_;
-    metrics_.events_in_flight = tracker_.inflight_events();
-    metrics_.bytes_in_flight = tracker_.inflight_bytes();
-    metrics_.transactions_confirmed = tracker_.confirmed_transactions();
-    auto oldest = tracker_.oldest_unacked_commit_time_ms();
+    const AckTracker& tracker = pipeline_.tracker();
+    metrics_.publication_verified_lsn = pipeline_.verified();
+    metrics_.received_lsn = pipeline_.received();
+    metrics_.server_wal_end = pipeline_.server_wal_end();
+    metrics_.events_in_flight = tracker.inflight_events();
+    metrics_.bytes_in_flight = tracker.inflight_bytes();
+    metrics_.transactions_confirmed = tracker.confirmed_transactions();
+    auto oldest = tracker.oldest_unacked_commit_time_ms();
     metrics_.oldest_unacked_age_seconds =
         oldest ? std::max<double>(0, static_cast<double>(now_unix_ms() - *oldest) / 1000.0) : 0;
     metrics_.producer_healthy = !fatal_;
@@ -236,7 +192,7 @@ class Relay::Impl {
   }
 
   // The session ends: stop, failure, or a rewind after a refused batch.
-  bool leaving() const { return stopping_ || fatal_ || rewinding_; }
+  bool leaving() const { return stopping_ || fatal_ || pipeline_.rewinding(); }
 
   void wake_all() {
     if (conn_) conn_->cancel();
@@ -355,7 +311,7 @@ class Relay::Impl {
   // The slot is confirmed up to what Kafka acknowledged, and never past the WAL position of the
   // last publication check that passed: inserts hidden by a publication altered since are
   // then at least never confirmed.
-  Lsn confirm_lsn() const { return std::min(tracker_.confirmable(), verified_lsn_); }
+  Lsn confirm_lsn() const { return pipeline_.confirmable(); }
 
   // Reads the catalog on the plain connection: the publication must publish every insert into
   // the table, and must not have been written since the previous check. Throws FatalError
@@ -392,7 +348,7 @@ class Relay::Impl {
           {kExitConfig,
            "publication " + config_.publication + " was altered while the relay ran (its " +
                "settings or its rows for table " + target.schema + "." + target.table +
-               " were written after the check at " + verified_lsn_.to_string() +
+               " were written after the check at " + pipeline_.verified().to_string() +
                "): inserts committed in between may have been hidden from the stream, so slot " +
                config_.slot + " is not confirmed past " + confirm_lsn().to_string() +
                ". Compare the outbox with Kafka (outbox-relay reconcile), then start the relay "
@@ -406,10 +362,8 @@ class Relay::Impl {
           check.published_relids.size(), before->to_string());
     }
     fingerprint_ = check.fingerprint;
-    outbox_partitioned_ = check.partitioned;
-    tree_relids_ =
-        std::unordered_set<std::uint32_t>(check.tree_relids.begin(), check.tree_relids.end());
-    if (*before > verified_lsn_) verified_lsn_ = *before;
+    pipeline_.set_outbox_tree(check.partitioned, check.tree_relids);
+    pipeline_.publication_verified(*before);
     ++metrics_.publication_checks;
   }
 
@@ -438,7 +392,7 @@ class Relay::Impl {
   // check interval.
   void schedule_check() {
     if (!conn_ || leaving()) return;
-    const bool waiting_for_check = tracker_.confirmable() > verified_lsn_;
+    const bool waiting_for_check = pipeline_.waiting_for_check();
     const auto due =
         last_check_ + (waiting_for_check ? kMinCheckGap : config_.publication_check_interval);
     if (check_armed_ && check_timer_.expiry() <= due) return;
@@ -463,38 +417,11 @@ class Relay::Impl {
   // again (it may be a partition created since), and whether the relation still exists.
   awaitable<void> resolve_relation(std::uint32_t relid) {
     co_await check_publication();
-    if (tree_relids_.contains(relid)) co_return;
+    if (pipeline_.in_outbox_tree(relid)) co_return;
     pg::Rows rows = co_await catalog_->exec(
         "SELECT 1 FROM pg_catalog.pg_class WHERE oid = " + std::to_string(relid),
         config_.connect_timeout);
-    if (rows.empty()) {
-      vanished_relids_.insert(relid);
-    } else {
-      other_relids_.insert(relid);
-    }
-  }
-
-  // Why a change of the stream is not an event; the label of outbox_relay_skipped_changes_total.
-  enum class Skip : std::uint8_t { kOtherTable, kUpdate, kDelete, kTruncate };
-  static constexpr std::array<const char*, 4> kSkipReasons = {"other_table", "update", "delete",
-                                                              "truncate"};
-
-  void count_skip(std::uint32_t relid, Skip skip, std::string_view table) {
-    const char* reason = kSkipReasons[static_cast<std::size_t>(skip)];
-    auto it = metrics_.skipped_changes.find(std::string_view(reason));
-    if (it == metrics_.skipped_changes.end()) {
-      it = metrics_.skipped_changes.emplace(reason, 0).first;
-    }
-    ++it->second;
-    // Once per relation and reason: a skip is never invisible, and never floods the log.
-    if (logged_skips_.insert((std::uint64_t{relid} << 2) | static_cast<std::uint64_t>(skip))
-            .second) {
-      log_->info(
-          "event=skipping slot={} reason={} table={} relid={}: not an insert into {}.{}; "
-          "counted in outbox_relay_skipped_changes_total, logged once",
-          config_.slot, reason, table.empty() ? "?" : table, relid, config_.mapper.schema,
-          config_.mapper.table);
-    }
+    pipeline_.relation_resolved(relid, !rows.empty());
   }
 
   awaitable<void> stream() {
@@ -507,13 +434,13 @@ class Relay::Impl {
         co_await periodic_check();
         continue;
       }
-      if (backpressured()) {
+      if (pipeline_.backpressured()) {
         // Stop reading the socket until acknowledgements free room; status updates go on.
         set_state(State::kBackpressured, "in-flight bound reached");
         auto t0 = Clock::now();
         co_await wait_for_change(t0 + config_.status_interval);
         metrics_.backpressure_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-        if (!backpressured() && !stopping_) set_state(State::kStreaming, "");
+        if (!pipeline_.backpressured() && !stopping_) set_state(State::kStreaming, "");
         continue;
       }
       std::optional<std::span<const std::byte>> frame = conn_->try_read();
@@ -552,10 +479,17 @@ class Relay::Impl {
         // The frame stays valid: nothing reads the connection meanwhile.
         co_await asio::post(io_.get_executor(), use_awaitable);
       }
-      for (Handled h; (h = handle_frame(*frame)) != Handled::kDone;) {
-        if (h == Handled::kResolveRelation) {
+      for (;;) {
+        const Pipeline::Step step = pipeline_.on_frame(*frame);
+        if (step == Pipeline::Step::kDone) break;
+        if (step == Pipeline::Step::kKeepalive) {
+          on_keepalive();
+          break;
+        }
+        if (leaving()) co_return;  // e.g. the producer stopped at a refused batch
+        if (step == Pipeline::Step::kResolveRelation) {
           try {
-            co_await resolve_relation(resolving_relid_);
+            co_await resolve_relation(pipeline_.resolving_relid());
           } catch (const boost::system::system_error& e) {
             if (e.code() != asio::error::operation_aborted || !leaving()) throw;
           }
@@ -568,363 +502,37 @@ class Relay::Impl {
     }
   }
 
-  // Hysteresis: reading stops at the bounds and resumes only once half of them is free, so the
-  // reader drains the socket in long bursts instead of waking for every acknowledgement.
-  bool backpressured() {
-    if (!paused_) {
-      paused_ = tracker_.inflight_events() >= config_.max_inflight_events ||
-                tracker_.inflight_bytes() >= config_.max_inflight_bytes;
-    } else {
-      paused_ = !below_low_watermark();
-    }
-    return paused_;
-  }
-
-  bool below_low_watermark() const {
-    return tracker_.inflight_events() <= config_.max_inflight_events / 2 &&
-           tracker_.inflight_bytes() <= config_.max_inflight_bytes / 2;
-  }
-
-  Handled handle_frame(std::span<const std::byte> frame) {
-    pgoutput::CopyDecodeResult cr = pgoutput::decode_copy_message(frame);
-    if (auto* err = std::get_if<pgoutput::DecodeError>(&cr)) {
-      throw FatalError({kExitError, "undecodable replication frame after " + received_.to_string() +
-                                        ": " + err->reason + " (offset " +
-                                        std::to_string(err->offset) + ")"});
-    }
-    auto& cm = std::get<pgoutput::CopyMessage>(cr);
-    if (auto* k = std::get_if<pgoutput::Keepalive>(&cm)) {
-      on_keepalive(*k);
-      return Handled::kDone;
-    }
-    auto& x = std::get<pgoutput::XLogData>(cm);
-    if (x.wal_end > received_) received_ = x.wal_end;
-    // Inserts decode into their own Message so that its tuple storage is reused from one event
-    // to the next; Begin/Commit in between would otherwise replace it.
-    pgoutput::Message& msg =
-        !x.payload.empty() && x.payload[0] == std::byte{'I'} ? insert_msg_ : msg_;
-    if (const pgoutput::DecodeError* err = pgoutput::decode_into(x.payload, msg, decode_error_)) {
-      throw FatalError({kExitError, "pgoutput message at " + x.wal_start.to_string() +
-                                        " cannot be decoded: " + err->reason + " (offset " +
-                                        std::to_string(err->offset) + ")"});
-    }
-    return std::visit([&](auto& m) { return on_message(m, x); }, msg);
-  }
-
-  void on_keepalive(const pgoutput::Keepalive& k) {
-    if (k.wal_end > server_wal_end_) server_wal_end_ = k.wal_end;
-    // Everything received before this keepalive has been handled; with nothing in flight its
-    // walEnd is safe to confirm, which keeps an idle slot from retaining WAL.
-    bool advanced = !tracker_.has_open() && tracker_.advance_idle(k.wal_end);
-    if (advanced) schedule_check();
+  void on_keepalive() {
+    const Pipeline::Keepalive k = pipeline_.keepalive();
+    if (k.idle_advanced) schedule_check();
     // The server sends an unrequested keepalive when our reported position lags its own while it
     // waits for WAL (e.g. busy unpublished tables): answer soon so the slot does not hold WAL.
     if (k.reply_requested ||
-        (advanced && Clock::now() - last_status_sent_ >= std::chrono::seconds(1))) {
+        (k.idle_advanced && Clock::now() - last_status_sent_ >= std::chrono::seconds(1))) {
       send_status();
     }
   }
 
-  Handled on_message(const pgoutput::Begin& b, const pgoutput::XLogData&) {
-    commit_lsn_ = b.final_lsn;
-    commit_time_ms_ = pgoutput::to_unix_millis(b.commit_time);
-    metrics_.commit_to_read_seconds.observe(
-        static_cast<double>(std::max<std::int64_t>(0, now_unix_ms() - commit_time_ms_)) / 1000.0);
-    txn_ = tracker_.begin(b.final_lsn, commit_time_ms_);
-    return Handled::kDone;
-  }
-
-  Handled on_message(const pgoutput::Commit& c, const pgoutput::XLogData&) {
-    if (!txn_)
-      throw FatalError({kExitError, "Commit at " + c.commit_lsn.to_string() + " without Begin"});
-    tracker_.commit(*txn_, c.end_lsn);
-    txn_.reset();
-    return Handled::kDone;
-  }
-
-  Handled on_message(const pgoutput::Relation& r, const pgoutput::XLogData&) {
-    bool outbox = mapper_.is_outbox_name(r) || tree_relids_.contains(r.relid);
-    if (!outbox && outbox_partitioned_ && !other_relids_.contains(r.relid)) {
-      if (!vanished_relids_.contains(r.relid)) {
-        resolving_relid_ = r.relid;
-        return Handled::kResolveRelation;
-      }
-      // Dropped since it was written to: with the outbox's columns it was most likely one of its
-      // partitions (dropped after its retention). Relay rather than lose.
-      outbox = mapper_.has_outbox_columns(r);
-      log_->warn(
-          "event=vanished_relation slot={} relid={} table={}.{} treated_as_outbox={}: the "
-          "relation no longer exists, so whether it was a partition of {}.{} cannot be "
-          "read from the catalog; judged by its columns",
-          config_.slot, r.relid, r.nspname, r.relname, outbox, config_.mapper.schema,
-          config_.mapper.table);
+  // After each delivery report: a failure may end the relay or the session; a waiting reader
+  // may go on.
+  void after_delivery() {
+    if (pipeline_.fatal() && !fatal_) fail(*pipeline_.fatal());
+    if (pipeline_.rewinding() && !rewind_signalled_) {
+      rewind_signalled_ = true;  // once: the stop sequence's own waits must not be cut short
+      wake_all();
     }
-    mapper_.on_relation(r, outbox);
-    return Handled::kDone;
-  }
-
-  Handled on_message(const pgoutput::Update& u, const pgoutput::XLogData&) {
-    count_skip(u.relid, Skip::kUpdate, mapper_.relation_name(u.relid));
-    return Handled::kDone;
-  }
-
-  Handled on_message(const pgoutput::Delete& d, const pgoutput::XLogData&) {
-    count_skip(d.relid, Skip::kDelete, mapper_.relation_name(d.relid));
-    return Handled::kDone;
-  }
-
-  Handled on_message(const pgoutput::Truncate& t, const pgoutput::XLogData&) {
-    for (std::uint32_t relid : t.relids)
-      count_skip(relid, Skip::kTruncate, mapper_.relation_name(relid));
-    return Handled::kDone;
-  }
-
-  Handled on_message(const pgoutput::Insert& ins, const pgoutput::XLogData& x) {
-    if (!txn_) {
-      throw FatalError(
-          {kExitError, "Insert at " + x.wal_start.to_string() + " outside a transaction"});
+    if (waiting_ && (!pipeline_.paused() || leaving() || pipeline_.below_low_watermark())) {
+      wake_.cancel();
     }
-    // Nothing passes a record sent alone before its report: it may yet turn out to be poison.
-    if (isolation_inflight_) return Handled::kWaitDelivery;
-    mapping::MapResult mapped = mapper_.map_insert(ins);
-    if (auto* err = std::get_if<mapping::MapError>(&mapped)) {
-      std::string reason = "column " + err->column + " " + err->reason;
-      if (err->column.empty()) reason = err->reason;
-      Poison p{err->id,    err->aggregateid, err->payload,    err->type, err->topic,
-               err->table, reason,           "MAPPING_ERROR", false};
-      return poison_in_stream(p);
-    }
-    if (auto* other = std::get_if<mapping::NotOutbox>(&mapped)) {
-      count_skip(ins.relid, Skip::kOtherTable, other->table);
-      return Handled::kDone;
-    }
-    const auto& ev = std::get<mapping::Event>(mapped);
-    if (!parked_.empty() || parked_null_key_) {
-      if (is_parked(ev.key)) {
-        Poison p{ev.id,
-                 ev.key,
-                 ev.value,
-                 ev.type,
-                 ev.topic,
-                 config_.mapper.schema + "." + config_.mapper.table,
-                 "parked: an earlier event of aggregate " + std::string(ev.key.value_or("(null)")) +
-                     " was dead-lettered, so its later events follow it to the dead-letter "
-                     "topic (none may pass it)",
-                 std::string(kParked),
-                 false};
-        return poison_in_stream(p);
-      }
-    }
-    headers_[0] = {"id", ev.id};
-    std::size_t nheaders = 1;
-    if (ev.type) headers_[nheaders++] = {"type", *ev.type};
-    kafka::Record rec{ev.topic, ev.key, ev.value,
-                      std::span<const kafka::Header>(headers_.data(), nheaders), commit_time_ms_};
-    const bool suspect = !suspects_.empty() && suspects_.contains(ev.id);
-    // A record of a refused batch goes alone, once everything before it is acknowledged.
-    if (suspect && tracker_.inflight_events() > 0) return Handled::kWaitDelivery;
-    kafka::ProduceResult pr = suspect ? isolation_producer().produce(rec, *txn_ | kIsolatedFlag)
-                                      : producer_->produce(rec, *txn_);
-    switch (pr.status) {
-      case kafka::ProduceStatus::kQueued:
-        tracker_.add_event(*txn_,
-                           (ev.key ? ev.key->size() : 0) + (ev.value ? ev.value->size() : 0));
-        if (suspect) {
-          isolation_inflight_ = true;
-          suspects_.erase(suspects_.find(ev.id));
-        }
-        return Handled::kDone;
-      case kafka::ProduceStatus::kQueueFull:
-        return Handled::kWaitDelivery;
-      case kafka::ProduceStatus::kFailed: {
-        // The producer stopped at a refused batch, before its fatal error was served.
-        if (producer_->stopped_at_gap()) {
-          begin_rewind(pr.error);
-          return Handled::kWaitDelivery;
-        }
-        // Rejected before it left the process (e.g. larger than message.max.bytes).
-        Poison p{ev.id,        ev.key,
-                 ev.value,     ev.type,
-                 ev.topic,     config_.mapper.schema + "." + config_.mapper.table,
-                 pr.error,     first_word(pr.error),
-                 pr.size_error};
-        return poison_in_stream(p);
-      }
-    }
-    return Handled::kDone;
   }
 
-  // An event that cannot reach its topic: what is known of it, for the error or the DLQ record.
-  struct Poison {
-    std::string_view id;
-    std::optional<std::string_view> key;
-    std::optional<std::string_view> value;
-    std::optional<std::string_view> type;
-    std::string_view original_topic;
-    std::string table;
-    std::string reason;
-    std::string reason_code;  // short label for metrics
-    bool size_error;          // the value itself is too large: leave it out of the DLQ record
-  };
-
-  // Per-aggregate order under --on-error dlq: once an event of an aggregate (key) is
-  // dead-lettered, its later events go to the dead-letter topic too, in order, for as long as the
-  // process runs, so that no later event of the aggregate reaches its topic before an operator has
-  // dealt with the dead-lettered one.
-  void park(std::optional<std::string_view> key) {
-    if (!key) {
-      parked_null_key_ = true;
-    } else if (parked_.emplace(*key).second) {
-      log_->warn(
-          "event=aggregate_parked slot={} key={} dlq_topic={}: its later events go to the "
-          "dead-letter topic until the relay is restarted",
-          config_.slot, quoted(*key), config_.dlq_topic);
-    }
-    metrics_.parked_aggregates = parked_.size() + (parked_null_key_ ? 1 : 0);
+  // Pipeline::Sink over the two producers.
+  kafka::ProduceResult produce(const kafka::Record& record, std::uint64_t opaque,
+                               Pipeline::Route route) override {
+    return route == Pipeline::Route::kAlone ? isolation_producer().produce(record, opaque)
+                                            : producer_->produce(record, opaque);
   }
-
-  bool is_parked(std::optional<std::string_view> key) const {
-    return key ? parked_.find(*key) != parked_.end() : parked_null_key_;
-  }
-
-  // Byte count of the DLQ record, as its delivery report will give it.
-  static std::size_t dlq_bytes(const Poison& p) {
-    return (p.key ? p.key->size() : 0) + (p.size_error || !p.value ? 0 : p.value->size());
-  }
-
-  static std::string first_word(const std::string& s) { return s.substr(0, s.find(':')); }
-
-  std::string describe(const Poison& p, Lsn lsn) const {
-    return "event" + (p.id.empty() ? std::string() : " id=" + std::string(p.id)) + " of table " +
-           p.table +
-           (p.original_topic.empty() ? "" : " for topic " + std::string(p.original_topic)) +
-           " (transaction commit LSN " + lsn.to_string() + "): " + p.reason;
-  }
-
-  // A poison event met while reading the stream (mapping or local produce failure).
-  Handled poison_in_stream(const Poison& p) {
-    const bool parked = p.reason_code == kParked;
-    if (parked) {
-      ++metrics_.parked_events;
-    } else {
-      ++metrics_.delivery_errors[p.reason_code];
-    }
-    if (config_.on_error == OnError::kFail) {
-      throw FatalError({kExitPoisonEvent, "cannot relay " + describe(p, commit_lsn_) + "; slot " +
-                                              config_.slot + " is not confirmed past it"});
-    }
-    const kafka::ProduceStatus status = dead_letter(p, *txn_, commit_lsn_);
-    if (status == kafka::ProduceStatus::kQueued) {
-      tracker_.add_event(*txn_, dlq_bytes(p));
-      park(p.key);
-      return Handled::kDone;
-    }
-    const bool stopped = status == kafka::ProduceStatus::kFailed && producer_->stopped_at_gap();
-    if (status == kafka::ProduceStatus::kQueueFull || stopped) {
-      // Counted again when handled again (after the wait, or after the rewind).
-      if (parked) {
-        --metrics_.parked_events;
-      } else {
-        --metrics_.delivery_errors[p.reason_code];
-      }
-      if (stopped) begin_rewind("dead-letter record not accepted: producer stopped at a refused batch");
-      return Handled::kWaitDelivery;
-    }
-    throw FatalError({kExitPoisonEvent, "cannot dead-letter " + describe(p, commit_lsn_) +
-                                            " to topic " + config_.dlq_topic});
-  }
-
-  // Publishes the poison event to the dead-letter topic; the record's acknowledgement counts
-  // for the original event.
-  kafka::ProduceStatus dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn) {
-    std::string lsn_text = lsn.to_string();
-    std::array<kafka::Header, 7> h;
-    std::size_t n = 0;
-    h[n++] = {"id", p.id};
-    if (p.type) h[n++] = {"type", *p.type};
-    h[n++] = {"outbox.error", p.reason};
-    h[n++] = {"outbox.original.topic", p.original_topic};
-    h[n++] = {"outbox.table", p.table};
-    h[n++] = {"outbox.lsn", lsn_text};
-    if (p.size_error) h[n++] = {"outbox.value.omitted", "too large for the broker"};
-    kafka::Record rec{config_.dlq_topic, p.key, p.size_error ? std::nullopt : p.value,
-                      std::span<const kafka::Header>(h.data(), n), tracker_.commit_time_ms_of(txn)};
-    kafka::ProduceResult r = producer_->produce(rec, txn | kDlqFlag);
-    if (r.status == kafka::ProduceStatus::kQueued) {
-      ++metrics_.dlq_events;
-      log_->warn("event=dead_lettered slot={} dlq_topic={} detail={}", config_.slot,
-                 config_.dlq_topic, quoted(describe(p, lsn)));
-    }
-    return r.status;
-  }
-
-  // Published only with a user-made publication or unused pgoutput features: nothing to relay.
-  template <typename M>
-  Handled on_message(const M&, const pgoutput::XLogData&) {
-    return Handled::kDone;
-  }
-
-  void on_delivery(const kafka::Delivery& d) {
-    const bool dlq_record = (d.opaque & kDlqFlag) != 0;
-    const bool isolated = (d.opaque & kIsolatedFlag) != 0;
-    const AckTracker::TxnSeq txn = d.opaque & ~(kDlqFlag | kIsolatedFlag);
-    if (isolated) isolation_inflight_ = false;
-    if (d.ok) {
-      if (auto t = tracker_.commit_time_ms_of(txn); t > 0) {
-        metrics_.commit_to_ack_seconds.observe(static_cast<double>(now_unix_ms() - t) / 1000.0);
-      }
-      tracker_.ack(txn, d.bytes);
-      auto it = metrics_.events_published.find(d.topic);
-      if (it == metrics_.events_published.end()) {
-        it = metrics_.events_published.emplace(std::string(d.topic), 0).first;
-      }
-      ++it->second;
-      metrics_.bytes_published += d.bytes;
-    } else {
-      // librdkafka retries transient failures by itself, without a deadline; what arrives here
-      // is final for this record. Unless dead-lettered, it is never acknowledged, so nothing at
-      // or after it is confirmed.
-      if (!isolated && !rewinding_ && producer_->stopped_at_gap()) begin_rewind(d.error);
-      if (rewinding_ && !isolated) {
-        // Never acknowledged: the rewind forgets it and the stream sends it again. A record the
-        // broker saw and refused, with the bad one or after it, goes alone next time; one purged
-        // from the queue was never sent. A refused dead-letter record is a failure (below).
-        const bool purged = d.error_name == "_PURGE_QUEUE";
-        if (!dlq_record || purged) {
-          if (!dlq_record) suspects_.emplace(d.id_header);
-          if (waiting_) wake_.cancel();
-          return;
-        }
-      }
-      ++metrics_.delivery_errors[std::string(d.error_name)];
-      Lsn lsn = tracker_.commit_lsn_of(txn).value_or(Lsn{});
-      Poison p{d.id_header, d.key,
-               d.value,     d.type_header,
-               d.topic,     config_.mapper.schema + "." + config_.mapper.table,
-               d.error,     std::string(d.error_name),
-               d.size_error};
-      if (dlq_record || config_.on_error == OnError::kFail) {
-        fail({kExitPoisonEvent,
-              std::string(dlq_record ? "dead-letter record of " : "delivery of ") +
-                  describe(p, lsn) + "; slot " + config_.slot + " is not confirmed past it"});
-      } else if (dead_letter(p, txn, lsn) != kafka::ProduceStatus::kQueued) {
-        if (producer_->stopped_at_gap()) {
-          // The main producer stopped at a refused batch meanwhile: this record goes alone again.
-          suspects_.emplace(d.id_header);
-          begin_rewind("dead-letter record not accepted: producer stopped at a refused batch");
-          if (waiting_) wake_.cancel();
-          return;
-        }
-        fail({kExitPoisonEvent, "cannot dead-letter " + describe(p, lsn) + " to topic " +
-                                    config_.dlq_topic + " (producer queue full or rejected)"});
-      } else {
-        // The original record's place in its transaction passes to the DLQ record.
-        tracker_.resize_event(txn, d.bytes, dlq_bytes(p));
-        park(p.key);
-      }
-    }
-    if (waiting_ && (!paused_ || leaving() || below_low_watermark())) wake_.cancel();
-  }
+  bool stopped() const override { return producer_ && producer_->stopped(); }
 
   // The producer: idempotent, and stopping at the first refused batch rather than letting later
   // records of its partition pass the refused ones (enable.gapless.guarantee, set last so that
@@ -933,14 +541,11 @@ class Relay::Impl {
     kafka::ProducerConfig c = config_.producer;
     c.properties.emplace_back("enable.gapless.guarantee", "true");
     return std::make_unique<kafka::Producer>(
-        io_.get_executor(), c, [this](const kafka::Delivery& d) { on_delivery(d); },
-        [this](const std::string& m) {
-          if (producer_ && producer_->stopped_at_gap()) {
-            begin_rewind(m);
-          } else {
-            fail({kExitError, "Kafka producer fatal error: " + m});
-          }
-        });
+        io_.get_executor(), c, [this](const kafka::Delivery& d) {
+          pipeline_.on_delivery(d);
+          after_delivery();
+        },
+        [this](const std::string& m) { on_producer_fatal(m); });
   }
 
   // For the records of a refused batch: one record a batch, sent when nothing else is in flight,
@@ -952,38 +557,33 @@ class Relay::Impl {
       single.properties.emplace_back("batch.num.messages", "1");
       single.properties.emplace_back("linger.ms", "0");
       isolation_producer_ = std::make_unique<kafka::Producer>(
-          io_.get_executor(), single, [this](const kafka::Delivery& r) { on_delivery(r); },
-          [this](const std::string& m) {
-            fail({kExitError, "Kafka producer fatal error: " + m});
-          });
+          io_.get_executor(), single, [this](const kafka::Delivery& r) {
+            pipeline_.on_delivery(r);
+            after_delivery();
+          },
+          [this](const std::string& m) { on_producer_fatal(m); });
     }
     return *isolation_producer_;
   }
 
-  // The broker refused a batch (an invalid record, too large for the topic, not authorized):
-  // librdkafka failed its records and stopped, so no later record of the partition was written.
-  // The session ends; its in-flight records are reported (acknowledged, or failed and marked as
-  // suspects), and rewind() then starts over from the confirmed position with a new producer.
-  void begin_rewind(const std::string& error) {
-    if (rewinding_ || stopping_ || fatal_) return;
-    rewinding_ = true;
-    ++metrics_.rejected_batch_rewinds;
-    log_->warn(
-        "event=rejected_batch slot={} confirmed={} error={}: the broker refused a batch; "
-        "rewinding to the confirmed position, its records then go one at a time, in order",
-        config_.slot, confirm_lsn().to_string(), quoted(error));
-    wake_all();
+  // A fatal producer error (a refused batch under the gapless guarantee, an idempotent sequence
+  // lost after a broker restart): what was not acknowledged is sent again from the confirmed
+  // position by a new producer; nothing is lost, nothing passes an earlier record.
+  void on_producer_fatal(const std::string& message) {
+    if (stopping_) {
+      fail({kExitError, "Kafka producer fatal error while stopping: " + message});
+      return;
+    }
+    pipeline_.begin_rewind(message);
+    after_delivery();
   }
 
   void rewind() {
     isolation_producer_.reset();
     producer_.reset();  // reports still due are dropped: those records are sent again
-    tracker_.forget_unacknowledged();
-    isolation_inflight_ = false;
     producer_ = make_producer();
-    rewinding_ = false;
-    log_->info("event=rewound slot={} confirmed={} to_send_alone={}", config_.slot,
-               confirm_lsn().to_string(), suspects_.size());
+    pipeline_.rewound();
+    rewind_signalled_ = false;
   }
 
   std::size_t producers_queued() const {
@@ -1012,7 +612,7 @@ class Relay::Impl {
     try {
       // write: what the relay has handled (pg_stat_replication.write_lsn); only flush, the
       // verified position, moves the slot.
-      conn_->send_status(std::max(flush, tracker_.confirmable()), flush, false);
+      conn_->send_status(std::max(flush, pipeline_.acknowledged()), flush, false);
       last_status_sent_ = Clock::now();
     } catch (const pg::Error& e) {
       // The read loop sees the broken connection and reconnects.
@@ -1021,7 +621,7 @@ class Relay::Impl {
     }
     if (flush != last_reported_) {
       log_->debug("event=confirmed slot={} lsn={} received={}", config_.slot, flush.to_string(),
-                  received_.to_string());
+                  pipeline_.received().to_string());
       last_reported_ = flush;
     }
   }
@@ -1036,7 +636,7 @@ class Relay::Impl {
     send_status();
     status_timer_.cancel();
     log_->info("event=final_confirm slot={} lsn={} unacknowledged={}", config_.slot,
-               confirm_lsn().to_string(), tracker_.inflight_events());
+               confirm_lsn().to_string(), pipeline_.tracker().inflight_events());
     try {
       co_await conn_->end_copy(std::chrono::seconds(5));
     } catch (const std::exception& e) {
@@ -1047,15 +647,9 @@ class Relay::Impl {
   asio::io_context& io_;
   RelayConfig config_;
   std::shared_ptr<spdlog::logger> log_;
-  mapping::Mapper mapper_;
   std::unique_ptr<kafka::Producer> producer_;
   std::unique_ptr<kafka::Producer> isolation_producer_;  // created on the first refused batch
-  // Ids of records a refused batch failed: each is sent alone when the stream brings it again.
-  std::unordered_set<std::string, StringHash, std::equal_to<>> suspects_;
-  bool isolation_inflight_ = false;  // a record sent alone awaits its report
-  bool rewinding_ = false;           // a refused batch stopped the producer: the session ends
   std::unique_ptr<pg::ReplicationConnection> conn_;
-  AckTracker tracker_;
   asio::steady_timer wake_;
   asio::steady_timer pace_timer_;  // the read pause of stream()
   asio::steady_timer status_timer_;
@@ -1066,38 +660,21 @@ class Relay::Impl {
   // check saw; the WAL position below which a passing check covers the stream.
   std::unique_ptr<pg::ReplicationConnection> catalog_;
   std::optional<std::string> fingerprint_;
-  Lsn verified_lsn_;
   Clock::time_point last_check_;
   bool check_armed_ = false;
   bool check_due_ = false;
   bool reading_wait_ = false;  // stream() waits on the replication socket
-  bool outbox_partitioned_ = false;
-  std::unordered_set<std::uint32_t> tree_relids_;      // the table and its partitions
-  std::unordered_set<std::uint32_t> other_relids_;     // relations known not to be of the outbox
-  std::unordered_set<std::uint32_t> vanished_relids_;  // dropped before they could be looked up
-  std::uint32_t resolving_relid_ = 0;
-  std::unordered_set<std::uint64_t> logged_skips_;  // relid << 2 | Skip, see count_skip()
-  // Keys of aggregates with a dead-lettered event (see park()).
-  std::unordered_set<std::string, StringHash, std::equal_to<>> parked_;
-  bool parked_null_key_ = false;
   bool waiting_ = false;
-  bool paused_ = false;  // backpressure: stopped reading until in-flight falls to half the bounds
   bool stopping_ = false;
   bool had_slot_ = false;
   std::optional<Fatal> fatal_;
   std::optional<std::string> system_id_;
-  std::optional<AckTracker::TxnSeq> txn_;
-  Lsn commit_lsn_;
-  std::int64_t commit_time_ms_ = 0;
-  Lsn received_;
-  Lsn server_wal_end_;
   Lsn last_reported_;
   Clock::time_point last_status_sent_;
-  pgoutput::Message msg_;
-  pgoutput::Message insert_msg_;
-  pgoutput::DecodeError decode_error_;
-  std::array<kafka::Header, 2> headers_;
+  bool rewind_signalled_ = false;
+  Lsn last_rewind_at_;  // confirmed position at the last rewind  // wake_all() ran for the rewind under way
   Metrics metrics_;
+  Pipeline pipeline_;  // last: it refers to config_, metrics_ and the producers (as its Sink)
 };
 
 Relay::Relay(asio::io_context& io, RelayConfig config)

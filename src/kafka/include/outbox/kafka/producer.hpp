@@ -123,10 +123,11 @@ class Producer {
   // Messages queued or in flight inside librdkafka.
   std::size_t queued() const;
 
-  // Whether the producer stopped on a permanent failure of a batch to keep its partition free of
-  // gaps (enable.gapless.guarantee): the batch's records failed, later records of the partition
-  // were not written, and this producer accepts nothing more.
-  bool stopped_at_gap() const;
+  // Whether the producer raised a fatal error and accepts nothing more: a batch refused for good
+  // with enable.gapless.guarantee (its records failed; no later record of its partition was
+  // written), or the idempotent producer losing its sequence (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER
+  // after a broker lost its producer state). Records not acknowledged were not all written.
+  bool stopped() const;
 
  private:
   struct Impl;

@@ -55,7 +55,7 @@ struct Metrics {
   std::uint64_t bytes_published = 0;                                   // key + value bytes
   std::map<std::string, std::uint64_t, std::less<>> delivery_errors;   // by reason
   std::uint64_t dlq_events = 0;
-  std::uint64_t rejected_batch_rewinds = 0;  // batches the broker refused (see begin_rewind())
+  std::uint64_t producer_rewinds = 0;  // the producer stopped; see Pipeline::begin_rewind()
   std::uint64_t transactions_confirmed = 0;
   std::uint64_t reconnects = 0;
   // Changes the stream carried that are not outbox events, by reason: other_table, update,

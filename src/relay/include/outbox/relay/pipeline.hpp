@@ -1,0 +1,206 @@
+// The relay's policies, with no I/O: replication frames and delivery reports go in; records to
+// produce (through a Sink), the position that may be confirmed, and fatal errors come out.
+// - Confirmation: the acknowledged prefix (AckTracker), capped by the last publication check.
+// - Backpressure: reading stops at the in-flight bounds and resumes at half of them.
+// - Poison: an event that cannot be mapped or delivered stops the relay (--on-error fail) or goes
+//   to the dead-letter topic (dlq), and its aggregate is parked: its later events follow it there.
+// - Refused batches: the producer stops at a batch the broker refuses; the session rewinds to
+//   the confirmed position and the refused records are sent again one at a time, in order.
+// The Relay owns the connections, the timers and the producers, and asks this what to do.
+// Not thread-safe: used from the relay's io_context thread only.
+#pragma once
+
+#include <spdlog/logger.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "outbox/kafka/producer.hpp"
+#include "outbox/mapping/mapper.hpp"
+#include "outbox/pgoutput/decoder.hpp"
+#include "outbox/pgoutput/wire.hpp"
+#include "outbox/relay/ack_tracker.hpp"
+#include "outbox/relay/metrics.hpp"
+#include "outbox/relay/relay.hpp"
+
+namespace outbox::relay {
+
+// A condition that ends the relay with a specific exit code and message.
+struct Fatal {
+  int code;
+  std::string message;
+};
+
+struct FatalError : std::runtime_error {
+  explicit FatalError(Fatal f) : std::runtime_error(f.message), fatal(std::move(f)) {}
+  Fatal fatal;
+};
+
+// A log field value inside double quotes: inner quotes and backslashes escaped, so that
+// key="value" fields stay parseable.
+std::string quoted(std::string_view text);
+
+class Pipeline {
+ public:
+  // Which producer a record goes through: the batching one, or the one that sends a record alone.
+  enum class Route { kBatched, kAlone };
+
+  // Where records go. The relay implements it over its kafka::Producers; tests record.
+  class Sink {
+   public:
+    virtual ~Sink() = default;
+    virtual kafka::ProduceResult produce(const kafka::Record& record, std::uint64_t opaque,
+                                         Route route) = 0;
+    // The batching producer stopped at a refused batch and accepts nothing more.
+    virtual bool stopped() const = 0;
+  };
+
+  // What the relay does after a frame.
+  enum class Step {
+    kDone,
+    // Wait for delivery reports (librdkafka's queue is full, or a record sent alone must be
+    // acknowledged first), then hand the same frame again.
+    kWaitDelivery,
+    // A relation that may be a partition of the outbox created after the last publication
+    // check: read the catalog (relation_resolved()), then hand the same frame again.
+    kResolveRelation,
+    // A keepalive: see keepalive().
+    kKeepalive,
+  };
+
+  struct Keepalive {
+    bool idle_advanced = false;    // nothing in flight: the confirmable position moved to walEnd
+    bool reply_requested = false;  // the server asked for a status update now
+  };
+
+  Pipeline(const RelayConfig& config, Sink& sink, Metrics& metrics,
+           std::shared_ptr<spdlog::logger> log);
+
+  // One CopyData frame of the replication stream. Throws FatalError.
+  Step on_frame(std::span<const std::byte> frame);
+  Keepalive keepalive() const { return keepalive_; }
+  std::uint32_t resolving_relid() const { return resolving_relid_; }
+  // The catalog's answer for resolving_relid(): whether the relation still exists (it is not in
+  // the outbox's tree, which set_outbox_tree() gave).
+  void relation_resolved(std::uint32_t relid, bool exists);
+
+  // A publication check passed: the outbox's tree, and the WAL position read before it.
+  void set_outbox_tree(bool partitioned, const std::vector<std::uint32_t>& relids);
+  void publication_verified(Lsn before_check);
+  bool in_outbox_tree(std::uint32_t relid) const { return tree_relids_.contains(relid); }
+
+  // A delivery report. Never throws: a failure that ends the relay is left in fatal().
+  void on_delivery(const kafka::Delivery& d);
+
+  // The connection dropped: an open transaction will be sent again in full.
+  void on_disconnect();
+
+  // The slot may be confirmed up to what Kafka acknowledged, and never past the WAL position of
+  // the last publication check that passed: inserts hidden by a publication altered since are
+  // then at least never confirmed.
+  Lsn confirmable() const { return std::min(tracker_.confirmable(), verified_lsn_); }
+  // The acknowledged prefix alone (the status update's write position).
+  Lsn acknowledged() const { return tracker_.confirmable(); }
+  // The acknowledged prefix is past the last check: a check would let the slot move.
+  bool waiting_for_check() const { return tracker_.confirmable() > verified_lsn_; }
+  Lsn verified() const { return verified_lsn_; }
+  Lsn received() const { return received_; }
+  Lsn server_wal_end() const { return server_wal_end_; }
+  const AckTracker& tracker() const { return tracker_; }
+
+  // Backpressure with hysteresis: true from the in-flight bounds until half of them is free, so
+  // that the reader drains the socket in long bursts instead of waking for every report.
+  bool backpressured();
+  bool paused() const { return paused_; }
+  bool below_low_watermark() const;
+
+  // Refused batches. rewinding(): the batching producer stopped; the session must end. Once it
+  // ended and the producers were replaced, rewound() forgets what was in flight.
+  void begin_rewind(const std::string& error);
+  bool rewinding() const { return rewinding_; }
+  void rewound();
+
+  const std::optional<Fatal>& fatal() const { return fatal_; }
+
+  // An event that cannot reach its topic: what is known of it, for the error or the DLQ record.
+  struct Poison;
+
+ private:
+  enum class Skip : std::uint8_t { kOtherTable, kUpdate, kDelete, kTruncate };
+
+  void on_keepalive(const pgoutput::Keepalive& k);
+  Step on_message(const pgoutput::Begin& b, const pgoutput::XLogData&);
+  Step on_message(const pgoutput::Commit& c, const pgoutput::XLogData&);
+  Step on_message(const pgoutput::Relation& r, const pgoutput::XLogData&);
+  Step on_message(const pgoutput::Update& u, const pgoutput::XLogData&);
+  Step on_message(const pgoutput::Delete& d, const pgoutput::XLogData&);
+  Step on_message(const pgoutput::Truncate& t, const pgoutput::XLogData&);
+  Step on_message(const pgoutput::Insert& ins, const pgoutput::XLogData& x);
+  template <typename M>
+  Step on_message(const M&, const pgoutput::XLogData&) {
+    // Published only with a user-made publication or unused pgoutput features: nothing to relay.
+    return Step::kDone;
+  }
+
+  void count_skip(std::uint32_t relid, Skip skip, std::string_view table);
+  Step poison_in_stream(const Poison& p);
+  kafka::ProduceStatus dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn);
+  void park(std::optional<std::string_view> key);
+  bool is_parked(std::optional<std::string_view> key) const;
+  std::string describe(const Poison& p, Lsn lsn) const;
+  std::string table_name() const;
+  void fail(Fatal f);
+
+  struct StringHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view key) const noexcept {
+      return std::hash<std::string_view>{}(key);
+    }
+  };
+
+  const RelayConfig& config_;
+  Sink& sink_;
+  Metrics& metrics_;
+  std::shared_ptr<spdlog::logger> log_;
+  mapping::Mapper mapper_;
+  AckTracker tracker_;
+  std::optional<AckTracker::TxnSeq> txn_;
+  Lsn commit_lsn_;
+  std::int64_t commit_time_ms_ = 0;
+  Lsn received_;
+  Lsn server_wal_end_;
+  Lsn verified_lsn_;
+  Keepalive keepalive_;
+  bool paused_ = false;
+  // The outbox's tree from the last check, and relations looked up since.
+  bool outbox_partitioned_ = false;
+  std::unordered_set<std::uint32_t> tree_relids_;      // the table and its partitions
+  std::unordered_set<std::uint32_t> other_relids_;     // relations known not to be of the outbox
+  std::unordered_set<std::uint32_t> vanished_relids_;  // dropped before they could be looked up
+  std::uint32_t resolving_relid_ = 0;
+  std::unordered_set<std::uint64_t> logged_skips_;  // relid << 2 | Skip, see count_skip()
+  // Keys of aggregates with a dead-lettered event (see park()).
+  std::unordered_set<std::string, StringHash, std::equal_to<>> parked_;
+  bool parked_null_key_ = false;
+  // Ids of records a refused batch failed: each is sent alone when the stream brings it again.
+  std::unordered_set<std::string, StringHash, std::equal_to<>> suspects_;
+  bool isolation_inflight_ = false;  // a record sent alone awaits its report
+  bool rewinding_ = false;
+  std::optional<Fatal> fatal_;
+  pgoutput::Message msg_;
+  pgoutput::Message insert_msg_;
+  pgoutput::DecodeError decode_error_;
+  std::array<kafka::Header, 2> headers_;
+};
+
+}  // namespace outbox::relay

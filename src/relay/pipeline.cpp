@@ -1,0 +1,469 @@
+#include "outbox/relay/pipeline.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <variant>
+
+#include "outbox/pgoutput/wire.hpp"
+
+namespace outbox::relay {
+namespace {
+
+// Marks the opaque of a dead-letter record (transaction sequence numbers stay far below).
+constexpr std::uint64_t kDlqFlag = 1ULL << 63;
+// Marks a record sent alone, to tell a bad record from the good ones refused with it.
+constexpr std::uint64_t kIsolatedFlag = 1ULL << 62;
+
+// reason_code of an event dead-lettered because an earlier event of its aggregate was.
+constexpr std::string_view kParked = "PARKED";
+
+// The label of outbox_relay_skipped_changes_total, by Pipeline::Skip.
+constexpr std::array<const char*, 4> kSkipReasons = {"other_table", "update", "delete",
+                                                     "truncate"};
+
+std::int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string first_word(const std::string& s) { return s.substr(0, s.find(':')); }
+
+}  // namespace
+
+std::string quoted(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out += '"';
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c == '\n' ? ' ' : c;
+  }
+  out += '"';
+  return out;
+}
+
+// An event that cannot reach its topic: what is known of it, for the error or the DLQ record.
+struct Pipeline::Poison {
+  std::string_view id;
+  std::optional<std::string_view> key;
+  std::optional<std::string_view> value;
+  std::optional<std::string_view> type;
+  std::string_view original_topic;
+  std::string table;
+  std::string reason;
+  std::string reason_code;  // short label for metrics
+  bool size_error;          // the value itself is too large: leave it out of the DLQ record
+};
+
+
+namespace {
+// Byte count of the DLQ record, as its delivery report will give it.
+std::size_t dlq_bytes(const Pipeline::Poison& p);
+}  // namespace
+
+Pipeline::Pipeline(const RelayConfig& config, Sink& sink, Metrics& metrics,
+                   std::shared_ptr<spdlog::logger> log)
+    : config_(config), sink_(sink), metrics_(metrics), log_(std::move(log)), mapper_(config.mapper) {}
+
+std::string Pipeline::table_name() const { return config_.mapper.schema + "." + config_.mapper.table; }
+
+void Pipeline::fail(Fatal f) {
+  if (!fatal_) fatal_ = std::move(f);
+}
+
+void Pipeline::on_disconnect() {
+  tracker_.abandon_open();
+  txn_.reset();
+}
+
+void Pipeline::set_outbox_tree(bool partitioned, const std::vector<std::uint32_t>& relids) {
+  outbox_partitioned_ = partitioned;
+  tree_relids_ = std::unordered_set<std::uint32_t>(relids.begin(), relids.end());
+}
+
+void Pipeline::publication_verified(Lsn before_check) {
+  if (before_check > verified_lsn_) verified_lsn_ = before_check;
+}
+
+void Pipeline::relation_resolved(std::uint32_t relid, bool exists) {
+  if (tree_relids_.contains(relid)) return;
+  (exists ? other_relids_ : vanished_relids_).insert(relid);
+}
+
+void Pipeline::on_keepalive(const pgoutput::Keepalive& k) {
+  if (k.wal_end > server_wal_end_) server_wal_end_ = k.wal_end;
+  // Everything received before this keepalive has been handled; with nothing in flight its
+  // walEnd is safe to confirm, which keeps an idle slot from retaining WAL.
+  keepalive_.idle_advanced = !tracker_.has_open() && tracker_.advance_idle(k.wal_end);
+  keepalive_.reply_requested = k.reply_requested;
+}
+
+void Pipeline::count_skip(std::uint32_t relid, Skip skip, std::string_view table) {
+  const char* reason = kSkipReasons[static_cast<std::size_t>(skip)];
+  auto it = metrics_.skipped_changes.find(std::string_view(reason));
+  if (it == metrics_.skipped_changes.end()) {
+    it = metrics_.skipped_changes.emplace(reason, 0).first;
+  }
+  ++it->second;
+  // Once per relation and reason: a skip is never invisible, and never floods the log.
+  if (logged_skips_.insert((std::uint64_t{relid} << 2) | static_cast<std::uint64_t>(skip))
+          .second) {
+    log_->info(
+        "event=skipping slot={} reason={} table={} relid={}: not an insert into {}.{}; "
+        "counted in outbox_relay_skipped_changes_total, logged once",
+        config_.slot, reason, table.empty() ? "?" : table, relid, config_.mapper.schema,
+        config_.mapper.table);
+  }
+}
+
+// Hysteresis: reading stops at the bounds and resumes only once half of them is free, so the
+// reader drains the socket in long bursts instead of waking for every acknowledgement.
+bool Pipeline::backpressured() {
+  if (!paused_) {
+    paused_ = tracker_.inflight_events() >= config_.max_inflight_events ||
+              tracker_.inflight_bytes() >= config_.max_inflight_bytes;
+  } else {
+    paused_ = !below_low_watermark();
+  }
+  return paused_;
+}
+
+bool Pipeline::below_low_watermark() const {
+  return tracker_.inflight_events() <= config_.max_inflight_events / 2 &&
+         tracker_.inflight_bytes() <= config_.max_inflight_bytes / 2;
+}
+
+Pipeline::Step Pipeline::on_frame(std::span<const std::byte> frame) {
+  pgoutput::CopyDecodeResult cr = pgoutput::decode_copy_message(frame);
+  if (auto* err = std::get_if<pgoutput::DecodeError>(&cr)) {
+    throw FatalError({kExitError, "undecodable replication frame after " + received_.to_string() +
+                                      ": " + err->reason + " (offset " +
+                                      std::to_string(err->offset) + ")"});
+  }
+  auto& cm = std::get<pgoutput::CopyMessage>(cr);
+  if (auto* k = std::get_if<pgoutput::Keepalive>(&cm)) {
+    on_keepalive(*k);
+    return Step::kKeepalive;
+  }
+  auto& x = std::get<pgoutput::XLogData>(cm);
+  if (x.wal_end > received_) received_ = x.wal_end;
+  // Inserts decode into their own Message so that its tuple storage is reused from one event
+  // to the next; Begin/Commit in between would otherwise replace it.
+  pgoutput::Message& msg =
+      !x.payload.empty() && x.payload[0] == std::byte{'I'} ? insert_msg_ : msg_;
+  if (const pgoutput::DecodeError* err = pgoutput::decode_into(x.payload, msg, decode_error_)) {
+    throw FatalError({kExitError, "pgoutput message at " + x.wal_start.to_string() +
+                                      " cannot be decoded: " + err->reason + " (offset " +
+                                      std::to_string(err->offset) + ")"});
+  }
+  return std::visit([&](auto& m) { return on_message(m, x); }, msg);
+}
+
+Pipeline::Step Pipeline::on_message(const pgoutput::Begin& b, const pgoutput::XLogData&) {
+  commit_lsn_ = b.final_lsn;
+  commit_time_ms_ = pgoutput::to_unix_millis(b.commit_time);
+  metrics_.commit_to_read_seconds.observe(
+      static_cast<double>(std::max<std::int64_t>(0, now_unix_ms() - commit_time_ms_)) / 1000.0);
+  txn_ = tracker_.begin(b.final_lsn, commit_time_ms_);
+  return Pipeline::Step::kDone;
+}
+
+Pipeline::Step Pipeline::on_message(const pgoutput::Commit& c, const pgoutput::XLogData&) {
+  if (!txn_)
+    throw FatalError({kExitError, "Commit at " + c.commit_lsn.to_string() + " without Begin"});
+  tracker_.commit(*txn_, c.end_lsn);
+  txn_.reset();
+  return Pipeline::Step::kDone;
+}
+
+Pipeline::Step Pipeline::on_message(const pgoutput::Relation& r, const pgoutput::XLogData&) {
+  bool outbox = mapper_.is_outbox_name(r) || tree_relids_.contains(r.relid);
+  if (!outbox && outbox_partitioned_ && !other_relids_.contains(r.relid)) {
+    if (!vanished_relids_.contains(r.relid)) {
+      resolving_relid_ = r.relid;
+      return Pipeline::Step::kResolveRelation;
+    }
+    // Dropped since it was written to: with the outbox's columns it was most likely one of its
+    // partitions (dropped after its retention). Relay rather than lose.
+    outbox = mapper_.has_outbox_columns(r);
+    log_->warn(
+        "event=vanished_relation slot={} relid={} table={}.{} treated_as_outbox={}: the "
+        "relation no longer exists, so whether it was a partition of {}.{} cannot be "
+        "read from the catalog; judged by its columns",
+        config_.slot, r.relid, r.nspname, r.relname, outbox, config_.mapper.schema,
+        config_.mapper.table);
+  }
+  mapper_.on_relation(r, outbox);
+  return Pipeline::Step::kDone;
+}
+
+Pipeline::Step Pipeline::on_message(const pgoutput::Update& u, const pgoutput::XLogData&) {
+  count_skip(u.relid, Skip::kUpdate, mapper_.relation_name(u.relid));
+  return Pipeline::Step::kDone;
+}
+
+Pipeline::Step Pipeline::on_message(const pgoutput::Delete& d, const pgoutput::XLogData&) {
+  count_skip(d.relid, Skip::kDelete, mapper_.relation_name(d.relid));
+  return Pipeline::Step::kDone;
+}
+
+Pipeline::Step Pipeline::on_message(const pgoutput::Truncate& t, const pgoutput::XLogData&) {
+  for (std::uint32_t relid : t.relids)
+    count_skip(relid, Skip::kTruncate, mapper_.relation_name(relid));
+  return Pipeline::Step::kDone;
+}
+
+Pipeline::Step Pipeline::on_message(const pgoutput::Insert& ins, const pgoutput::XLogData& x) {
+  if (!txn_) {
+    throw FatalError(
+        {kExitError, "Insert at " + x.wal_start.to_string() + " outside a transaction"});
+  }
+  // Nothing passes a record sent alone before its report: it may yet turn out to be poison.
+  if (isolation_inflight_) return Pipeline::Step::kWaitDelivery;
+  mapping::MapResult mapped = mapper_.map_insert(ins);
+  if (auto* err = std::get_if<mapping::MapError>(&mapped)) {
+    std::string reason = "column " + err->column + " " + err->reason;
+    if (err->column.empty()) reason = err->reason;
+    Poison p{err->id,    err->aggregateid, err->payload,    err->type, err->topic,
+             err->table, reason,           "MAPPING_ERROR", false};
+    return poison_in_stream(p);
+  }
+  if (auto* other = std::get_if<mapping::NotOutbox>(&mapped)) {
+    count_skip(ins.relid, Skip::kOtherTable, other->table);
+    return Pipeline::Step::kDone;
+  }
+  const auto& ev = std::get<mapping::Event>(mapped);
+  if (!parked_.empty() || parked_null_key_) {
+    if (is_parked(ev.key)) {
+      Poison p{ev.id,
+               ev.key,
+               ev.value,
+               ev.type,
+               ev.topic,
+               table_name(),
+               "parked: an earlier event of aggregate " + std::string(ev.key.value_or("(null)")) +
+                   " was dead-lettered, so its later events follow it to the dead-letter "
+                   "topic (none may pass it)",
+               std::string(kParked),
+               false};
+      return poison_in_stream(p);
+    }
+  }
+  headers_[0] = {"id", ev.id};
+  std::size_t nheaders = 1;
+  if (ev.type) headers_[nheaders++] = {"type", *ev.type};
+  kafka::Record rec{ev.topic, ev.key, ev.value,
+                    std::span<const kafka::Header>(headers_.data(), nheaders), commit_time_ms_};
+  const bool suspect = !suspects_.empty() && suspects_.contains(ev.id);
+  // A record of a refused batch goes alone, once everything before it is acknowledged.
+  if (suspect && tracker_.inflight_events() > 0) return Pipeline::Step::kWaitDelivery;
+  kafka::ProduceResult pr = suspect ? sink_.produce(rec, *txn_ | kIsolatedFlag, Route::kAlone)
+                                    : sink_.produce(rec, *txn_, Route::kBatched);
+  switch (pr.status) {
+    case kafka::ProduceStatus::kQueued:
+      tracker_.add_event(*txn_,
+                         (ev.key ? ev.key->size() : 0) + (ev.value ? ev.value->size() : 0));
+      if (suspect) {
+        isolation_inflight_ = true;
+        suspects_.erase(suspects_.find(ev.id));
+      }
+      return Pipeline::Step::kDone;
+    case kafka::ProduceStatus::kQueueFull:
+      return Pipeline::Step::kWaitDelivery;
+    case kafka::ProduceStatus::kFailed: {
+      // The producer stopped at a refused batch, before its fatal error was served.
+      if (sink_.stopped()) {
+        begin_rewind(pr.error);
+        return Pipeline::Step::kWaitDelivery;
+      }
+      // Rejected before it left the process (e.g. larger than message.max.bytes).
+      Poison p{ev.id,        ev.key,
+               ev.value,     ev.type,
+               ev.topic,     table_name(),
+               pr.error,     first_word(pr.error),
+               pr.size_error};
+      return poison_in_stream(p);
+    }
+  }
+  return Pipeline::Step::kDone;
+}
+
+// Per-aggregate order under --on-error dlq: once an event of an aggregate (key) is
+// dead-lettered, its later events go to the dead-letter topic too, in order, for as long as the
+// process runs, so that no later event of the aggregate reaches its topic before an operator has
+// dealt with the dead-lettered one.
+void Pipeline::park(std::optional<std::string_view> key) {
+  if (!key) {
+    parked_null_key_ = true;
+  } else if (parked_.emplace(*key).second) {
+    log_->warn(
+        "event=aggregate_parked slot={} key={} dlq_topic={}: its later events go to the "
+        "dead-letter topic until the relay is restarted",
+        config_.slot, quoted(*key), config_.dlq_topic);
+  }
+  metrics_.parked_aggregates = parked_.size() + (parked_null_key_ ? 1 : 0);
+}
+
+bool Pipeline::is_parked(std::optional<std::string_view> key) const {
+  return key ? parked_.find(*key) != parked_.end() : parked_null_key_;
+}
+
+namespace {
+std::size_t dlq_bytes(const Pipeline::Poison& p) {
+  return (p.key ? p.key->size() : 0) + (p.size_error || !p.value ? 0 : p.value->size());
+}
+}  // namespace
+
+std::string Pipeline::describe(const Poison& p, Lsn lsn) const {
+  return "event" + (p.id.empty() ? std::string() : " id=" + std::string(p.id)) + " of table " +
+         p.table +
+         (p.original_topic.empty() ? "" : " for topic " + std::string(p.original_topic)) +
+         " (transaction commit LSN " + lsn.to_string() + "): " + p.reason;
+}
+
+// A poison event met while reading the stream (mapping or local produce failure).
+Pipeline::Step Pipeline::poison_in_stream(const Poison& p) {
+  const bool parked = p.reason_code == kParked;
+  if (parked) {
+    ++metrics_.parked_events;
+  } else {
+    ++metrics_.delivery_errors[p.reason_code];
+  }
+  if (config_.on_error == OnError::kFail) {
+    throw FatalError({kExitPoisonEvent, "cannot relay " + describe(p, commit_lsn_) + "; slot " +
+                                            config_.slot + " is not confirmed past it"});
+  }
+  const kafka::ProduceStatus status = dead_letter(p, *txn_, commit_lsn_);
+  if (status == kafka::ProduceStatus::kQueued) {
+    tracker_.add_event(*txn_, dlq_bytes(p));
+    park(p.key);
+    return Pipeline::Step::kDone;
+  }
+  const bool stopped = status == kafka::ProduceStatus::kFailed && sink_.stopped();
+  if (status == kafka::ProduceStatus::kQueueFull || stopped) {
+    // Counted again when handled again (after the wait, or after the rewind).
+    if (parked) {
+      --metrics_.parked_events;
+    } else {
+      --metrics_.delivery_errors[p.reason_code];
+    }
+    if (stopped) begin_rewind("dead-letter record not accepted: producer stopped at a refused batch");
+    return Pipeline::Step::kWaitDelivery;
+  }
+  throw FatalError({kExitPoisonEvent, "cannot dead-letter " + describe(p, commit_lsn_) +
+                                          " to topic " + config_.dlq_topic});
+}
+
+// Publishes the poison event to the dead-letter topic; the record's acknowledgement counts
+// for the original event.
+kafka::ProduceStatus Pipeline::dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn) {
+  std::string lsn_text = lsn.to_string();
+  std::array<kafka::Header, 7> h;
+  std::size_t n = 0;
+  h[n++] = {"id", p.id};
+  if (p.type) h[n++] = {"type", *p.type};
+  h[n++] = {"outbox.error", p.reason};
+  h[n++] = {"outbox.original.topic", p.original_topic};
+  h[n++] = {"outbox.table", p.table};
+  h[n++] = {"outbox.lsn", lsn_text};
+  if (p.size_error) h[n++] = {"outbox.value.omitted", "too large for the broker"};
+  kafka::Record rec{config_.dlq_topic, p.key, p.size_error ? std::nullopt : p.value,
+                    std::span<const kafka::Header>(h.data(), n), tracker_.commit_time_ms_of(txn)};
+  kafka::ProduceResult r = sink_.produce(rec, txn | kDlqFlag, Route::kBatched);
+  if (r.status == kafka::ProduceStatus::kQueued) {
+    ++metrics_.dlq_events;
+    log_->warn("event=dead_lettered slot={} dlq_topic={} detail={}", config_.slot,
+               config_.dlq_topic, quoted(describe(p, lsn)));
+  }
+  return r.status;
+}
+
+void Pipeline::on_delivery(const kafka::Delivery& d) {
+  const bool dlq_record = (d.opaque & kDlqFlag) != 0;
+  const bool isolated = (d.opaque & kIsolatedFlag) != 0;
+  const AckTracker::TxnSeq txn = d.opaque & ~(kDlqFlag | kIsolatedFlag);
+  if (isolated) isolation_inflight_ = false;
+  if (d.ok) {
+    if (auto t = tracker_.commit_time_ms_of(txn); t > 0) {
+      metrics_.commit_to_ack_seconds.observe(static_cast<double>(now_unix_ms() - t) / 1000.0);
+    }
+    tracker_.ack(txn, d.bytes);
+    auto it = metrics_.events_published.find(d.topic);
+    if (it == metrics_.events_published.end()) {
+      it = metrics_.events_published.emplace(std::string(d.topic), 0).first;
+    }
+    ++it->second;
+    metrics_.bytes_published += d.bytes;
+  } else {
+    // librdkafka retries transient failures by itself, without a deadline; what arrives here
+    // is final for this record. Unless dead-lettered, it is never acknowledged, so nothing at
+    // or after it is confirmed.
+    if (!isolated && !rewinding_ && sink_.stopped()) begin_rewind(d.error);
+    if (rewinding_ && !isolated) {
+      // Never acknowledged: the rewind forgets it and the stream sends it again. A record the
+      // broker saw and refused, with the bad one or after it, goes alone next time; one purged
+      // from the queue was never sent. A refused dead-letter record is a failure (below).
+      const bool purged = d.error_name == "_PURGE_QUEUE";
+      if (!dlq_record || purged) {
+        if (!dlq_record) suspects_.emplace(d.id_header);
+        return;
+      }
+    }
+    ++metrics_.delivery_errors[std::string(d.error_name)];
+    Lsn lsn = tracker_.commit_lsn_of(txn).value_or(Lsn{});
+    Poison p{d.id_header, d.key,
+             d.value,     d.type_header,
+             d.topic,     table_name(),
+             d.error,     std::string(d.error_name),
+             d.size_error};
+    if (dlq_record || config_.on_error == OnError::kFail) {
+      fail({kExitPoisonEvent,
+            std::string(dlq_record ? "dead-letter record of " : "delivery of ") +
+                describe(p, lsn) + "; slot " + config_.slot + " is not confirmed past it"});
+    } else if (dead_letter(p, txn, lsn) != kafka::ProduceStatus::kQueued) {
+      if (sink_.stopped()) {
+        // The main producer stopped at a refused batch meanwhile: this record goes alone again.
+        suspects_.emplace(d.id_header);
+        begin_rewind("dead-letter record not accepted: producer stopped at a refused batch");
+        return;
+      }
+      fail({kExitPoisonEvent, "cannot dead-letter " + describe(p, lsn) + " to topic " +
+                                  config_.dlq_topic + " (producer queue full or rejected)"});
+    } else {
+      // The original record's place in its transaction passes to the DLQ record.
+      tracker_.resize_event(txn, d.bytes, dlq_bytes(p));
+      park(p.key);
+    }
+  }
+}
+
+// The broker refused a batch (an invalid record, too large for the topic, not authorized):
+// librdkafka failed its records and stopped, so no later record of the partition was written.
+// The session ends; its in-flight records are reported (acknowledged, or failed and marked as
+// suspects), and rewind() then starts over from the confirmed position with a new producer.
+void Pipeline::begin_rewind(const std::string& error) {
+  if (rewinding_ || fatal_) return;
+  rewinding_ = true;
+  ++metrics_.producer_rewinds;
+  log_->warn(
+      "event=producer_rewind slot={} confirmed={} error={}: the Kafka producer stopped (a batch "
+      "refused by the broker, or its sequence lost); rewinding to the confirmed position with a "
+      "new producer, the records it failed then go one at a time, in order",
+      config_.slot, confirmable().to_string(), quoted(error));
+}
+
+void Pipeline::rewound() {
+  tracker_.forget_unacknowledged();
+  txn_.reset();
+  isolation_inflight_ = false;
+  rewinding_ = false;
+  log_->info("event=rewound slot={} confirmed={} to_send_alone={}", config_.slot,
+             confirmable().to_string(), suspects_.size());
+}
+
+
+}  // namespace outbox::relay

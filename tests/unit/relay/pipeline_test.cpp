@@ -1,0 +1,381 @@
+// The relay's policies without I/O: frames as the walsender sends them go in, records come out
+// through a recording Sink, delivery reports are handed back by the test.
+#include "outbox/relay/pipeline.hpp"
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace outbox::relay {
+namespace {
+
+constexpr std::uint32_t kRelid = 16385;
+
+struct Frame {
+  std::vector<std::byte> b;
+  void u8(std::uint8_t v) { b.push_back(static_cast<std::byte>(v)); }
+  void be(std::uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; --i) u8(static_cast<std::uint8_t>(v >> (8 * i)));
+  }
+  void cstr(const std::string& s) {
+    for (char c : s) u8(static_cast<std::uint8_t>(c));
+    u8(0);
+  }
+  void column(const std::optional<std::string>& s) {
+    if (!s) {
+      u8('n');
+      return;
+    }
+    u8('t');
+    be(s->size(), 4);
+    for (char c : *s) u8(static_cast<std::uint8_t>(c));
+  }
+  // XLogData header: 'w', walStart, walEnd, sendTime.
+  static Frame xlog(std::uint64_t lsn) {
+    Frame f;
+    f.u8('w');
+    f.be(lsn, 8);
+    f.be(lsn, 8);
+    f.be(0, 8);
+    return f;
+  }
+};
+
+std::vector<std::byte> relation() {
+  Frame f = Frame::xlog(0x100);
+  f.u8('R');
+  f.be(kRelid, 4);
+  f.cstr("public");
+  f.cstr("outbox");
+  f.u8('d');
+  const char* names[] = {"id", "aggregatetype", "aggregateid", "type", "payload"};
+  f.be(5, 2);
+  for (const char* name : names) {
+    f.u8(0);
+    f.cstr(name);
+    f.be(25, 4);
+    f.be(0xffffffffu, 4);
+  }
+  return f.b;
+}
+
+std::vector<std::byte> begin(std::uint64_t final_lsn) {
+  Frame f = Frame::xlog(final_lsn);
+  f.u8('B');
+  f.be(final_lsn, 8);
+  f.be(0, 8);
+  f.be(42, 4);
+  return f.b;
+}
+
+std::vector<std::byte> commit(std::uint64_t commit_lsn, std::uint64_t end_lsn) {
+  Frame f = Frame::xlog(commit_lsn);
+  f.u8('C');
+  f.u8(0);
+  f.be(commit_lsn, 8);
+  f.be(end_lsn, 8);
+  f.be(0, 8);
+  return f.b;
+}
+
+std::vector<std::byte> insert(const std::string& id, std::optional<std::string> key,
+                              std::optional<std::string> aggregatetype = "order") {
+  Frame f = Frame::xlog(0x200);
+  f.u8('I');
+  f.be(kRelid, 4);
+  f.u8('N');
+  f.be(5, 2);
+  f.column(id);
+  f.column(aggregatetype);
+  f.column(key);
+  f.column(std::string("Created"));
+  f.column(std::string("{\"id\": \"" + id + "\"}"));
+  return f.b;
+}
+
+std::vector<std::byte> keepalive(std::uint64_t wal_end, bool reply) {
+  Frame f;
+  f.u8('k');
+  f.be(wal_end, 8);
+  f.be(0, 8);
+  f.u8(reply ? 1 : 0);
+  return f.b;
+}
+
+struct Produced {
+  std::string topic;
+  std::optional<std::string> key;
+  std::string id;
+  std::string error_header;  // outbox.error, for dead-letter records
+  std::uint64_t opaque;
+  Pipeline::Route route;
+  std::size_t bytes;
+};
+
+class RecordingSink : public Pipeline::Sink {
+ public:
+  kafka::ProduceResult produce(const kafka::Record& r, std::uint64_t opaque,
+                               Pipeline::Route route) override {
+    if (queue_full) return {kafka::ProduceStatus::kQueueFull, {}, false};
+    if (gap) return {kafka::ProduceStatus::kFailed, "_FATAL: producer stopped", false};
+    Produced p{std::string(r.topic), r.key ? std::optional<std::string>(*r.key) : std::nullopt,
+               "", "", opaque, route,
+               (r.key ? r.key->size() : 0) + (r.value ? r.value->size() : 0)};
+    for (const auto& h : r.headers) {
+      if (h.name == "id") p.id = std::string(h.value.value_or(""));
+      if (h.name == "outbox.error") p.error_header = std::string(h.value.value_or(""));
+    }
+    records.push_back(p);
+    return {kafka::ProduceStatus::kQueued, {}, false};
+  }
+  bool stopped() const override { return gap; }
+
+  std::vector<Produced> records;
+  bool queue_full = false;
+  bool gap = false;
+};
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  PipelineTest() {
+    config_.max_inflight_events = 4;
+    config_.on_error = OnError::kDlq;
+    config_.dlq_topic = "dlq";
+  }
+
+  Pipeline& pipeline() {
+    if (!pipeline_) {
+      pipeline_.emplace(config_, sink_, metrics_,
+                        std::make_shared<spdlog::logger>(
+                            "test", std::make_shared<spdlog::sinks::null_sink_mt>()));
+      EXPECT_EQ(step(relation()), Pipeline::Step::kDone);
+      pipeline_->publication_verified(pgoutput::Lsn{~0ULL >> 1});
+    }
+    return *pipeline_;
+  }
+
+  Pipeline::Step step(const std::vector<std::byte>& frame) { return pipeline_->on_frame(frame); }
+
+  // The delivery report of a produced record.
+  void report(Produced p, bool ok, std::string_view error_name = "INVALID_RECORD") {
+    kafka::Delivery d;
+    d.opaque = p.opaque;
+    d.bytes = p.bytes;
+    d.ok = ok;
+    d.topic = p.topic;
+    d.id_header = p.id;
+    if (p.key) d.key = std::string_view(*p.key);
+    if (!ok) {
+      d.error_name = error_name;
+      d.error = std::string(error_name) + ": refused";
+    }
+    pipeline().on_delivery(d);
+  }
+
+  RelayConfig config_;
+  RecordingSink sink_;
+  Metrics metrics_;
+  std::optional<Pipeline> pipeline_;
+};
+
+using Step = Pipeline::Step;
+using pgoutput::Lsn;
+
+TEST_F(PipelineTest, ConfirmsOnlyTheAcknowledgedPrefix) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
+  ASSERT_EQ(step(insert("e2", "b")), Step::kDone);
+  EXPECT_EQ(step(keepalive(0x5000, false)), Step::kKeepalive);
+  EXPECT_EQ(p.confirmable(), Lsn{0}) << "a transaction is open";
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 2u);
+  EXPECT_EQ(p.confirmable(), Lsn{0});
+  report(sink_.records[1], true);
+  EXPECT_EQ(p.confirmable(), Lsn{0}) << "e1 is not acknowledged";
+  report(sink_.records[0], true);
+  EXPECT_EQ(p.confirmable(), Lsn{0x1010});
+}
+
+TEST_F(PipelineTest, CheckCapsTheConfirmedPosition) {
+  pipeline_.emplace(config_, sink_, metrics_,
+                    std::make_shared<spdlog::logger>(
+                        "test", std::make_shared<spdlog::sinks::null_sink_mt>()));
+  ASSERT_EQ(step(relation()), Step::kDone);
+  pipeline_->publication_verified(Lsn{0x1005});
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  EXPECT_EQ(pipeline_->acknowledged(), Lsn{0x1010});
+  EXPECT_EQ(pipeline_->confirmable(), Lsn{0x1005}) << "past the last check that passed";
+  EXPECT_TRUE(pipeline_->waiting_for_check());
+  pipeline_->publication_verified(Lsn{0x2000});
+  EXPECT_EQ(pipeline_->confirmable(), Lsn{0x1010});
+  EXPECT_FALSE(pipeline_->waiting_for_check());
+}
+
+TEST_F(PipelineTest, BackpressureStopsAtTheBoundAndResumesAtHalf) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(step(insert("e" + std::to_string(i), "a")), Step::kDone);
+  EXPECT_TRUE(p.backpressured());
+  report(sink_.records[0], true);
+  EXPECT_TRUE(p.backpressured()) << "3 in flight: above half of 4";
+  report(sink_.records[1], true);
+  EXPECT_FALSE(p.backpressured()) << "2 in flight: half of the bound";
+  report(sink_.records[2], true);
+  EXPECT_FALSE(p.backpressured());
+}
+
+TEST_F(PipelineTest, QueueFullWaitsAndProducesNothing) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  sink_.queue_full = true;
+  EXPECT_EQ(step(insert("e1", "a")), Step::kWaitDelivery);
+  EXPECT_EQ(p.tracker().inflight_events(), 0u);
+  sink_.queue_full = false;
+  EXPECT_EQ(step(insert("e1", "a")), Step::kDone);
+  EXPECT_EQ(p.tracker().inflight_events(), 1u);
+}
+
+TEST_F(PipelineTest, PoisonUnderFailStopsWithExitCode3) {
+  config_.on_error = OnError::kFail;
+  pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  try {
+    step(insert("e1", "a", std::nullopt));
+    FAIL() << "a NULL aggregatetype must stop the relay";
+  } catch (const FatalError& e) {
+    EXPECT_EQ(e.fatal.code, kExitPoisonEvent);
+    EXPECT_NE(e.fatal.message.find("e1"), std::string::npos) << e.fatal.message;
+  }
+  EXPECT_TRUE(sink_.records.empty());
+}
+
+TEST_F(PipelineTest, PoisonUnderDlqParksItsAggregate) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a", std::nullopt)), Step::kDone);  // mapping error
+  ASSERT_EQ(step(insert("e2", "a")), Step::kDone);                // same aggregate: parked
+  ASSERT_EQ(step(insert("e3", "b")), Step::kDone);                // another: its topic
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 3u);
+  EXPECT_EQ(sink_.records[0].topic, "dlq");
+  EXPECT_EQ(sink_.records[1].topic, "dlq");
+  EXPECT_EQ(sink_.records[1].error_header.rfind("parked: ", 0), 0u) << sink_.records[1].error_header;
+  EXPECT_EQ(sink_.records[2].topic, "outbox.event.order");
+  EXPECT_EQ(metrics_.dlq_events, 2u);
+  EXPECT_EQ(metrics_.parked_events, 1u);
+  EXPECT_EQ(metrics_.parked_aggregates, 1u);
+  for (const auto& r : std::vector<Produced>(sink_.records)) report(r, true);
+  EXPECT_EQ(p.confirmable(), Lsn{0x1010}) << "dead-lettered events count as handled";
+}
+
+TEST_F(PipelineTest, BrokerRefusalUnderDlqDeadLettersAndParks) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  report(sink_.records[0], false, "MSG_TIMED_OUT");  // final, not a stopped producer
+  ASSERT_EQ(sink_.records.size(), 2u);
+  EXPECT_EQ(sink_.records[1].topic, "dlq");
+  EXPECT_EQ(p.confirmable(), Lsn{0}) << "handled only once the dead-letter record is acknowledged";
+  report(sink_.records[1], true);
+  EXPECT_EQ(p.confirmable(), Lsn{0x1010});
+  ASSERT_EQ(step(begin(0x2000)), Step::kDone);
+  ASSERT_EQ(step(insert("e2", "a")), Step::kDone);
+  EXPECT_EQ(sink_.records.back().topic, "dlq") << "aggregate a is parked";
+  EXPECT_FALSE(p.fatal().has_value());
+}
+
+TEST_F(PipelineTest, RefusedBatchRewindsAndSendsItsRecordsAloneInOrder) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
+  ASSERT_EQ(step(insert("e2", "b")), Step::kDone);
+  ASSERT_EQ(step(insert("e3", "a")), Step::kDone);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  const std::vector<Produced> first(sink_.records);
+  // The broker refused e1's batch (e1, e2); the producer stopped; e3 was purged unsent.
+  sink_.gap = true;
+  report(first[0], false, "INVALID_RECORD");
+  EXPECT_TRUE(p.rewinding());
+  report(first[1], false, "INVALID_RECORD");
+  report(first[2], false, "_PURGE_QUEUE");
+  EXPECT_FALSE(p.fatal().has_value());
+  EXPECT_EQ(metrics_.dlq_events, 0u) << "nothing is poison yet";
+  EXPECT_EQ(metrics_.producer_rewinds, 1u);
+
+  // The session ended; new producer; the stream starts again at the confirmed position.
+  sink_.gap = false;
+  sink_.records.clear();
+  p.on_disconnect();
+  p.rewound();
+  EXPECT_FALSE(p.rewinding());
+  EXPECT_EQ(p.tracker().inflight_events(), 0u);
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 1u);
+  EXPECT_EQ(sink_.records[0].route, Pipeline::Route::kAlone);
+  EXPECT_EQ(step(insert("e2", "b")), Step::kWaitDelivery) << "nothing passes a record sent alone";
+  report(sink_.records[0], false, "INVALID_RECORD");  // e1 alone: the bad one
+  ASSERT_EQ(sink_.records.size(), 2u);
+  EXPECT_EQ(sink_.records[1].topic, "dlq");
+  EXPECT_EQ(sink_.records[1].id, "e1");
+  EXPECT_EQ(step(insert("e2", "b")), Step::kWaitDelivery)
+      << "a record of the refused batch waits until nothing is in flight";
+  report(sink_.records[1], true);
+  ASSERT_EQ(step(insert("e2", "b")), Step::kDone);
+  EXPECT_EQ(sink_.records[2].route, Pipeline::Route::kAlone);
+  EXPECT_EQ(step(insert("e3", "a")), Step::kWaitDelivery)
+      << "no record, of the refused batch or not, passes a record sent alone";
+  report(sink_.records[2], true);
+  ASSERT_EQ(step(insert("e3", "a")), Step::kDone);  // purged, never sent: batched, and parked
+  EXPECT_EQ(sink_.records[3].topic, "dlq") << "e3 follows e1 of aggregate a";
+  EXPECT_EQ(sink_.records[3].route, Pipeline::Route::kBatched);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  report(sink_.records[3], true);
+  EXPECT_EQ(p.confirmable(), Lsn{0x1010});
+}
+
+TEST_F(PipelineTest, ProduceIntoAStoppedProducerRewindsInsteadOfPoisoning) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  sink_.gap = true;
+  EXPECT_EQ(step(insert("e1", "a")), Step::kWaitDelivery);
+  EXPECT_TRUE(p.rewinding());
+  EXPECT_EQ(metrics_.dlq_events, 0u);
+  EXPECT_FALSE(p.fatal().has_value());
+}
+
+TEST_F(PipelineTest, IdleKeepaliveMovesThePositionOnlyWithNothingInFlight) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(keepalive(0x500, false)), Step::kKeepalive);
+  EXPECT_TRUE(p.keepalive().idle_advanced);
+  EXPECT_EQ(p.confirmable(), Lsn{0x500});
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
+  ASSERT_EQ(step(keepalive(0x2000, true)), Step::kKeepalive);
+  EXPECT_FALSE(p.keepalive().idle_advanced) << "a transaction is open";
+  EXPECT_TRUE(p.keepalive().reply_requested);
+  EXPECT_EQ(p.confirmable(), Lsn{0x500});
+}
+
+TEST_F(PipelineTest, SkippedChangesAreCounted) {
+  pipeline();
+  Frame f = Frame::xlog(0x300);
+  f.u8('U');
+  f.be(kRelid, 4);
+  f.u8('N');
+  f.be(0, 2);
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(f.b), Step::kDone);
+  EXPECT_EQ(metrics_.skipped_changes["update"], 1u);
+  EXPECT_TRUE(sink_.records.empty());
+}
+
+}  // namespace
+}  // namespace outbox::relay
