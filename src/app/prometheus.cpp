@@ -103,7 +103,7 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
              std::uint64_t{m.state == s ? 1u : 0u});
   }
   w.single("outbox_relay_producer_healthy", "gauge",
-           "1 while the Kafka producer reports no fatal error.",
+           "0 once the relay stopped on a fatal error (a stopped producer rewinds instead).",
            std::uint64_t{m.producer_healthy ? 1u : 0u});
 
   w.header("outbox_relay_events_published_total", "counter",

@@ -57,8 +57,8 @@ struct RelayConfig {
   // Longest time between two checks of the publication on a plain connection while streaming.
   // The slot is never confirmed past the WAL position of the last check that passed.
   std::chrono::milliseconds publication_check_interval{30'000};
-  // In flight = produced, not yet acknowledged. These keep the relay under 50 MiB of RSS (W1:
-  // 33 MiB; 4 KiB events: 39 MiB) and cost no measurable throughput: the broker sets the pace.
+  // In flight = produced, not yet acknowledged. Bound the relay's memory whatever the broker
+  // does (README, the failure table); reading stops at either bound and resumes at half of it.
   std::size_t max_inflight_events = 20'000;
   std::size_t max_inflight_bytes = 16u << 20;
   OnError on_error = OnError::kFail;
