@@ -1,87 +1,82 @@
 #include "outbox/app/options.hpp"
 
+#include <algorithm>
 #include <boost/asio/ip/address.hpp>
 #include <charconv>
-#include <functional>
-#include <map>
-#include <sstream>
 
+#include "flags.hpp"
 #include "outbox/mapping/topic_template.hpp"
 
 namespace outbox::app {
-namespace {
 
-std::chrono::microseconds parse_micros(const std::string& flag, const std::string& text) {
-  std::uint64_t n = 0;
-  const char* end = text.data() + text.size();
-  auto [p, ec] = std::from_chars(text.data(), end, n);
-  std::string unit(p, end);
-  std::uint64_t us = 0;
-  if (ec != std::errc() || p == text.data()) {
-    unit = "?";
-  } else if (unit == "us") {
-    us = n;
-  } else if (unit == "ms") {
-    us = n * 1000;
-  } else if (unit == "s" || unit.empty()) {
-    us = n * 1'000'000;
-  } else if (unit == "m" || unit == "min") {
-    us = n * 60'000'000;
-  } else if (unit == "h") {
-    us = n * 3'600'000'000;
-  } else if (unit == "d") {
-    us = n * 86'400'000'000;
-  } else {
-    unit = "?";
-  }
-  if (unit == "?" || (flag == "--status-interval" && us < 1000)) {
-    throw UsageError(flag + ": invalid duration '" + text + "' (expected e.g. 500ms, 10s, 1m, 7d" +
-                     (flag == "--status-interval" ? ", at least 1ms)" : ")"));
-  }
-  return std::chrono::microseconds(us);
+// ---------------------------------------------------------------------------------------------
+// The table-driven parser (flags.hpp).
+namespace flags {
+
+UsageError invalid(const std::string& flag, const std::string& noun, const std::string& text,
+                   const std::string& expected) {
+  return UsageError(flag + ": invalid " + noun + " '" + text + "' (" + expected + ")");
 }
 
-std::chrono::milliseconds parse_duration(const std::string& flag, const std::string& text) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(parse_micros(flag, text));
+UsageError unknown(const std::string& flag, const std::string& noun, const std::string& text,
+                   const std::vector<std::string>& choices) {
+  return UsageError(flag + ": unknown " + noun + " '" + text + "' (expected " + one_of(choices) +
+                    ")");
 }
 
-std::uint64_t parse_size(const std::string& flag, const std::string& text, bool bytes) {
-  std::uint64_t n = 0;
-  const char* end = text.data() + text.size();
-  auto [p, ec] = std::from_chars(text.data(), end, n);
-  std::string unit(p, end);
-  std::uint64_t mult = 0;
-  if (ec == std::errc() && p != text.data()) {
-    if (unit.empty()) mult = 1;
-    if (bytes && (unit == "KiB" || unit == "k" || unit == "K")) mult = 1ULL << 10;
-    if (bytes && (unit == "MiB" || unit == "M" || unit == "m")) mult = 1ULL << 20;
-    if (bytes && (unit == "GiB" || unit == "G" || unit == "g")) mult = 1ULL << 30;
-  }
-  if (mult == 0 || n == 0) {
-    throw UsageError(flag + ": invalid " + (bytes ? "size" : "count") + " '" + text +
-                     (bytes ? "' (expected e.g. 268435456, 512KiB, 256MiB, 1GiB)"
-                            : "' (expected a positive integer)"));
-  }
-  return n * mult;
+UsageError malformed(const std::string& flag, const std::string& form, const std::string& text) {
+  return UsageError(flag + ": expected " + form + ", got '" + text + "'");
 }
 
-// A count where 0 is meaningful (e.g. --max-pending 0: any pending event is a problem).
-std::uint64_t parse_count(const std::string& flag, const std::string& text) {
-  std::uint64_t n = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc() || p != text.data() + text.size() || text.empty()) {
-    throw UsageError(flag + ": invalid count '" + text + "' (expected a non-negative integer)");
-  }
-  return n;
+UsageError rejected(const std::string& flag, const std::string& reason) {
+  return UsageError(flag + ": " + reason);
 }
 
-using Setter = std::function<void(const std::string&)>;
-using ValuedFlags = std::map<std::string, Setter>;
-using Switches = std::map<std::string, std::function<void()>>;
+std::string one_of(const std::vector<std::string>& words) {
+  std::string out;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) out += i + 1 == words.size() ? " or " : ", ";
+    out += words[i];
+  }
+  return out;
+}
 
-// Applies `args` to the flag tables: "--flag value", "--flag=value", "-Xvalue", switches.
-void apply_flags(const std::vector<std::string>& args, const ValuedFlags& valued,
-                 const Switches& switches) {
+void append_row(std::string& out, const std::string& label, const std::string& text) {
+  constexpr std::size_t kColumn = 33;
+  std::string line = "  " + label;
+  if (line.size() + 1 > kColumn) {
+    out += line + "\n";
+    line.clear();
+  }
+  line.resize(kColumn, ' ');
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t end = text.find('\n', begin);
+    out += line + text.substr(begin, end - begin) + "\n";
+    if (end == std::string::npos) break;
+    line.assign(kColumn, ' ');
+    begin = end + 1;
+  }
+}
+
+std::string help(const Table& table) {
+  std::string out;
+  for (const Flag& f : table) {
+    append_row(out, f.metavar.empty() ? f.name : f.name + " " + f.metavar, f.help);
+  }
+  return out;
+}
+
+void parse(const std::vector<std::string>& args, const Table& table) {
+  const auto find = [&](const std::string& arg) -> const Flag* {
+    for (const Flag& f : table) {
+      if (f.name == arg || f.alias == arg) return &f;
+    }
+    return nullptr;
+  };
+  std::vector<const Flag*> given;                        // rows whose last value was not empty
+  std::vector<std::pair<const Flag*, UsageError>> late;  // errors of deferred rows
+  bool stopped = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i];
     std::optional<std::string> inline_value;
@@ -90,60 +85,474 @@ void apply_flags(const std::vector<std::string>& args, const ValuedFlags& valued
         inline_value = arg.substr(eq + 1);
         arg = arg.substr(0, eq);
       }
-    } else if (arg.rfind("-X", 0) == 0 && arg.size() > 2 && valued.count("-X")) {
-      inline_value = arg.substr(2);
-      arg = "-X";
+    } else if (arg.size() > 2 && arg[0] == '-') {
+      if (const Flag* f = find(arg.substr(0, 2)); f && !f->metavar.empty()) {
+        inline_value = arg.substr(2);
+        arg = arg.substr(0, 2);
+      }
     }
-    if (auto s = switches.find(arg); s != switches.end()) {
-      if (inline_value) throw UsageError(arg + ": takes no value");
-      s->second();
-      continue;
-    }
-    auto v = valued.find(arg);
-    if (v == valued.end()) {
+    const Flag* f = find(arg);
+    if (!f) {
       throw UsageError((arg.rfind("-", 0) == 0 ? "unknown flag " : "unexpected argument ") + arg +
                        " (see --help)");
     }
-    if (!inline_value) {
-      if (i + 1 >= args.size()) throw UsageError(arg + ": missing value");
+    if (f->metavar.empty()) {
+      if (inline_value) throw rejected(arg, "takes no value");
+    } else if (!inline_value) {
+      if (i + 1 >= args.size()) throw rejected(arg, "missing value");
       inline_value = args[++i];
     }
-    v->second(*inline_value);
+    const std::string value = inline_value.value_or("");
+    std::erase_if(late, [&](const auto& e) { return e.first == f; });
+    try {
+      f->apply(f->name, value);
+    } catch (const UsageError& e) {
+      if (!f->deferred) throw;
+      late.emplace_back(f, e);
+    }
+    std::erase(given, f);
+    if (f->metavar.empty() || !value.empty()) given.push_back(f);
+    stopped = stopped || f->stops;
+  }
+  if (stopped) return;
+  for (const Flag& f : table) {
+    if (!f.required.empty() && std::find(given.begin(), given.end(), &f) == given.end()) {
+      throw rejected(f.name, "required (" + f.required + ")");
+    }
+  }
+  for (const Flag& f : table) {
+    for (const auto& [row, error] : late) {
+      if (row == &f) throw error;
+    }
   }
 }
 
-// "SCHEMA.TABLE" or "TABLE" (schema public).
-std::pair<std::string, std::string> parse_table(const std::string& flag, const std::string& text) {
-  auto dot = text.find('.');
-  std::string schema = dot == std::string::npos ? "public" : text.substr(0, dot);
-  std::string table = dot == std::string::npos ? text : text.substr(dot + 1);
-  if (schema.empty() || table.empty() || table.find('.') != std::string::npos) {
-    throw UsageError(flag + ": expected SCHEMA.TABLE or TABLE, got '" + text + "'");
+namespace {
+
+std::optional<std::uint64_t> read_number(const std::string& text) {
+  std::uint64_t n = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || p != text.data() + text.size() || text.empty()) return std::nullopt;
+  return n;
+}
+
+// A number and a unit; nullopt when the text does not start with a number.
+std::optional<std::pair<std::uint64_t, std::string>> read_quantity(const std::string& text) {
+  std::uint64_t n = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, n);
+  if (ec != std::errc() || p == text.data()) return std::nullopt;
+  return std::pair{n, std::string(p, end)};
+}
+
+std::optional<std::chrono::microseconds> read_duration(const std::string& text) {
+  static const std::pair<const char*, std::uint64_t> kUnits[] = {
+      {"us", 1},         {"ms", 1000},        {"s", 1'000'000},     {"", 1'000'000},
+      {"m", 60'000'000}, {"min", 60'000'000}, {"h", 3'600'000'000}, {"d", 86'400'000'000}};
+  const auto q = read_quantity(text);
+  if (!q) return std::nullopt;
+  for (const auto& [unit, per] : kUnits) {
+    if (q->second == unit) return std::chrono::microseconds(q->first * per);
   }
-  return {schema, table};
+  return std::nullopt;
 }
 
-void require_name(const std::string& flag, const std::string& value) {
-  if (value.empty()) throw UsageError(flag + ": must not be empty");
+// The bound as the user writes it: "1ms", "1s".
+std::string format_duration(std::chrono::microseconds d) {
+  static const std::pair<const char*, std::int64_t> kUnits[] = {{"d", 86'400'000'000},
+                                                                {"h", 3'600'000'000},
+                                                                {"m", 60'000'000},
+                                                                {"s", 1'000'000},
+                                                                {"ms", 1000}};
+  for (const auto& [unit, per] : kUnits) {
+    if (d.count() % per == 0) return std::to_string(d.count() / per) + unit;
+  }
+  return std::to_string(d.count()) + "us";
 }
 
-void require_conninfo(bool given, const std::string& conninfo) {
-  if (!given || conninfo.empty()) throw UsageError("--pg: required (a libpq conninfo or URI)");
+Flag duration_row(std::string name, std::string help, MinDuration bound,
+                  std::function<void(std::chrono::microseconds)> store) {
+  auto apply = [bound, store = std::move(store)](const std::string& flag,
+                                                 const std::string& value) {
+    const bool named_bound = bound.below == Below::kInvalid && bound.min.count() > 0;
+    const auto d = read_duration(value);
+    if (!d || (named_bound && *d < bound.min)) {
+      throw invalid(flag, "duration", value,
+                    "expected e.g. 500ms, 10s, 1m, 7d" +
+                        (named_bound ? ", at least " + format_duration(bound.min) : ""));
+    }
+    if (*d < bound.min) {
+      throw rejected(flag, bound.below == Below::kIsBelow
+                               ? "'" + value + "' is below " + format_duration(bound.min)
+                               : "must be positive");
+    }
+    store(*d);
+  };
+  return {std::move(name), "DURATION", std::move(help), std::move(apply)};
+}
+
+std::chrono::milliseconds to_millis(std::chrono::microseconds d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d);
+}
+
+Flag count_row(std::string name, std::string help, std::uint64_t min,
+               std::function<void(std::uint64_t)> store) {
+  auto apply = [min, store = std::move(store)](const std::string& flag, const std::string& value) {
+    const auto n = read_number(value);
+    if (!n || *n < min) {
+      throw invalid(flag, "count", value,
+                    min == 0   ? "expected a non-negative integer"
+                    : min == 1 ? "expected a positive integer"
+                               : "expected an integer of at least " + std::to_string(min));
+    }
+    store(*n);
+  };
+  return {std::move(name), "N", std::move(help), std::move(apply)};
 }
 
 }  // namespace
 
+Flag text(std::string name, std::string metavar, std::string& target, std::string help) {
+  return {std::move(name), std::move(metavar), std::move(help),
+          [&target](const std::string&, const std::string& value) { target = value; }};
+}
+
+Flag name(std::string name, std::string& target, std::string help) {
+  return Flag(std::move(name), "NAME", std::move(help),
+              [&target](const std::string& flag, const std::string& value) {
+                if (value.empty()) throw rejected(flag, "must not be empty");
+                target = value;
+              })
+      .defer();
+}
+
+Flag on(std::string name, bool& target, std::string help) {
+  return {std::move(name), "", std::move(help),
+          [&target](const std::string&, const std::string&) { target = true; }};
+}
+
+Flag off(std::string name, bool& target, std::string help) {
+  return {std::move(name), "", std::move(help),
+          [&target](const std::string&, const std::string&) { target = false; }};
+}
+
+Flag stop(std::string name, bool& target, std::string help) {
+  Flag f = on(std::move(name), target, std::move(help));
+  f.stops = true;
+  return f;
+}
+
+Flag duration(std::string name, std::chrono::microseconds& target, std::string help,
+              MinDuration bound) {
+  return duration_row(std::move(name), std::move(help), bound,
+                      [&target](std::chrono::microseconds d) { target = d; });
+}
+
+Flag duration(std::string name, std::chrono::milliseconds& target, std::string help,
+              MinDuration bound) {
+  return duration_row(std::move(name), std::move(help), bound,
+                      [&target](std::chrono::microseconds d) { target = to_millis(d); });
+}
+
+Flag duration(std::string name, std::optional<std::chrono::milliseconds>& target, std::string help,
+              MinDuration bound) {
+  return duration_row(std::move(name), std::move(help), bound,
+                      [&target](std::chrono::microseconds d) { target = to_millis(d); });
+}
+
+Flag count(std::string name, std::uint64_t& target, std::string help, std::uint64_t min) {
+  return count_row(std::move(name), std::move(help), min,
+                   [&target](std::uint64_t n) { target = n; });
+}
+
+Flag count(std::string name, std::optional<std::uint64_t>& target, std::string help,
+           std::uint64_t min) {
+  return count_row(std::move(name), std::move(help), min,
+                   [&target](std::uint64_t n) { target = n; });
+}
+
+Flag size(std::string name, std::uint64_t& target, std::string help) {
+  static const std::pair<const char*, std::uint64_t> kUnits[] = {
+      {"", 1},           {"KiB", 1ULL << 10}, {"k", 1ULL << 10},
+      {"K", 1ULL << 10}, {"MiB", 1ULL << 20}, {"M", 1ULL << 20},
+      {"m", 1ULL << 20}, {"GiB", 1ULL << 30}, {"G", 1ULL << 30},
+      {"g", 1ULL << 30}};
+  return {std::move(name), "SIZE", std::move(help),
+          [&target](const std::string& flag, const std::string& value) {
+            const auto q = read_quantity(value);
+            for (const auto& [unit, per] : kUnits) {
+              if (q && q->first > 0 && q->second == unit) {
+                target = q->first * per;
+                return;
+              }
+            }
+            throw invalid(flag, "size", value, "expected e.g. 268435456, 512KiB, 256MiB, 1GiB");
+          }};
+}
+
+Flag property(std::string name, std::vector<std::pair<std::string, std::string>>& target,
+              std::string help) {
+  return {std::move(name), "PROPERTY=VALUE", std::move(help),
+          [&target](const std::string& flag, const std::string& value) {
+            auto eq = value.find('=');
+            if (eq == std::string::npos || eq == 0) {
+              throw malformed(flag, "PROPERTY=VALUE", value);
+            }
+            target.emplace_back(value.substr(0, eq), value.substr(eq + 1));
+          }};
+}
+
+Flag table(std::string name, std::string& schema, std::string& table, std::string help) {
+  return Flag(std::move(name), "SCHEMA.TABLE", std::move(help),
+              [&schema, &table](const std::string& flag, const std::string& value) {
+                auto dot = value.find('.');
+                std::string s = dot == std::string::npos ? "public" : value.substr(0, dot);
+                std::string t = dot == std::string::npos ? value : value.substr(dot + 1);
+                if (s.empty() || t.empty() || t.find('.') != std::string::npos) {
+                  throw malformed(flag, "SCHEMA.TABLE or TABLE", value);
+                }
+                schema = std::move(s);
+                table = std::move(t);
+              })
+      .defer();
+}
+
+Flag topic_template(std::string name, std::string& target, std::string help) {
+  return Flag(std::move(name), "TEMPLATE", std::move(help),
+              [&target](const std::string& flag, const std::string& value) {
+                try {
+                  mapping::TopicTemplate check(value);
+                  (void)check;
+                } catch (const std::invalid_argument& e) {
+                  throw rejected(flag, e.what());
+                }
+                target = value;
+              })
+      .defer();
+}
+
+}  // namespace flags
+
+// ---------------------------------------------------------------------------------------------
+// The commands' tables.
+namespace {
+
+using flags::Below;
+using flags::Flag;
+using flags::Table;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+Flag pg_flag(std::string& target, std::string help = "libpq conninfo string or URI [required]") {
+  return flags::text("--pg", "CONNINFO", target, std::move(help))
+      .require("a libpq conninfo or URI");
+}
+
+Flag help_flag(bool& target) { return flags::stop("--help", target, "this text").also("-h"); }
+
+Table run_flags(Options& o) {
+  auto& r = o.relay;
+  auto& m = r.mapper;
+  return {
+      pg_flag(r.conninfo,
+              "libpq conninfo string or URI (replication=database is added) [required]"),
+      flags::text("--brokers", "HOST:PORT[,...]", r.producer.brokers,
+                  "Kafka bootstrap servers [required]")
+          .require("HOST:PORT[,...]"),
+      flags::name("--slot", r.slot, "logical replication slot (default outbox_relay)"),
+      flags::name("--publication", r.publication, "publication (default outbox_relay)"),
+      flags::table("--table", m.schema, m.table, "outbox table (default public.outbox)"),
+      flags::topic_template("--topic", m.topic_template,
+                            "topic template over columns (default "
+                            "'outbox.event.${aggregatetype}')"),
+      flags::off("--no-create", r.create,
+                 "do not create a missing publication or slot: fail instead"),
+      flags::text("--column-id", "NAME", m.column_id,
+                  "event id column, sent as header \"id\" (default id)"),
+      flags::text("--column-aggregatetype", "NAME", m.column_aggregatetype,
+                  "aggregate type column (default aggregatetype)"),
+      flags::text("--column-aggregateid", "NAME", m.column_aggregateid,
+                  "aggregate id column, the record key (default aggregateid)"),
+      flags::text("--column-type", "NAME", m.column_type,
+                  "event type column, sent as header \"type\" (default type)"),
+      flags::text("--column-payload", "NAME", m.column_payload,
+                  "payload column, the record value (default payload)"),
+      flags::on("--require-json", m.require_json,
+                "reject payloads that are not valid JSON (default off)"),
+      flags::property("-X", r.producer.properties,
+                      "librdkafka producer property, repeatable (e.g. -X linger.ms=10)"),
+      flags::duration("--status-interval", r.status_interval,
+                      "standby status update period (default 10s)",
+                      {milliseconds(1), Below::kInvalid}),
+      flags::duration("--read-pause", r.read_pause,
+                      "while the stream is busy, pause up to this long before reading\n"
+                      "the socket again, so WAL arrives in large segments (default\n"
+                      "500us; 0 reads at once)"),
+      flags::duration("--shutdown-timeout", r.shutdown_timeout,
+                      "how long a stop waits for in-flight deliveries (default 30s)"),
+      flags::duration("--publication-check-interval", r.publication_check_interval,
+                      "longest time between two checks, while streaming, that the\n"
+                      "publication publishes every insert into --table (default 30s;\n"
+                      "the slot is never confirmed past the last check that passed)",
+                      {seconds(1), Below::kIsBelow}),
+      flags::count("--max-inflight-events", r.max_inflight_events,
+                   "stop reading WAL beyond this many unacknowledged events (default 20000)"),
+      flags::size("--max-inflight-bytes", r.max_inflight_bytes,
+                  "... or beyond this many unacknowledged bytes (default 16MiB)"),
+      flags::choice("--on-error", "fail|dlq", r.on_error, "policy",
+                    {{"fail", relay::OnError::kFail}, {"dlq", relay::OnError::kDlq}},
+                    "an event that cannot be mapped or delivered for good: stop with exit code 3\n"
+                    "(fail, the default), or publish it to --dlq-topic with the error (dlq)"),
+      flags::name("--dlq-topic", r.dlq_topic,
+                  "dead-letter topic for --on-error dlq (default outbox.dlq)"),
+      {"--metrics-addr", "HOST:PORT|off",
+       "HTTP listener for /metrics, /healthz, /readyz (default 127.0.0.1:9187;\n"
+       "when the default address is taken the relay runs without it)",
+       [&o](const std::string& flag, const std::string& v) {
+         o.metrics_addr_explicit = true;
+         if (v == "off") {
+           o.metrics_addr.reset();
+         } else {
+           o.metrics_addr = parse_listen_address(flag, v);
+         }
+       }},
+      flags::choice<std::string>("--log-level", "LEVEL", o.log_level, "level",
+                                 {{"trace", "trace"},
+                                  {"debug", "debug"},
+                                  {"info", "info"},
+                                  {"warn", "warn"},
+                                  {"error", "error"},
+                                  {"off", "off"}},
+                                 "trace, debug, info, warn, error or off (default info)"),
+      flags::choice("--log-format", "text|json", o.log_format, "format",
+                    {{"text", LogFormat::kText}, {"json", LogFormat::kJson}},
+                    "log line format on stderr (default text)"),
+      flags::duration("--summary-interval", o.summary_interval,
+                      "period of the summary log line while streaming, 0 for none (default 1m)"),
+      flags::duration("--backlog-interval", o.backlog_interval,
+                      "period of the backlog count for /metrics (pending events and the age of\n"
+                      "the oldest, from a temporary copy of the slot, as `status` counts\n"
+                      "them), 0 for none (default 1m)"),
+      flags::count("--backlog-scan-limit", o.backlog_scan_limit,
+                   "pgoutput messages one backlog count reads at most; beyond it the count is\n"
+                   "a lower bound, the oldest event's age stays exact (default 10000)"),
+      help_flag(o.help),
+      flags::stop("--version", o.version, "print the version"),
+  };
+}
+
+Table setup_flags(SetupOptions& o) {
+  return {
+      pg_flag(o.conninfo),
+      flags::name("--slot", o.slot, "logical replication slot (default outbox_relay)"),
+      flags::name("--publication", o.publication, "publication (default outbox_relay)"),
+      flags::table("--table", o.schema, o.table, "outbox table (default public.outbox)"),
+      flags::on("--create-table", o.create_table, "create the outbox table if it does not exist"),
+      help_flag(o.help),
+  };
+}
+
+Table status_flags(StatusOptions& o) {
+  return {
+      pg_flag(o.conninfo),
+      flags::name("--slot", o.slot, "logical replication slot (default outbox_relay)"),
+      flags::name("--publication", o.publication,
+                  "publication the relay reads (default outbox_relay)"),
+      flags::table("--table", o.schema, o.table,
+                   "outbox table; inserts into its partitions count too (default public.outbox)"),
+      flags::on("--json", o.json, "one JSON object instead of the table"),
+      flags::size("--max-retained", o.max_retained_bytes,
+                  "unhealthy when the slot retains more WAL than this (default 1GiB)"),
+      flags::count("--max-pending", o.max_pending,
+                   "unhealthy when more than N events are pending (default: no limit)"),
+      flags::duration("--max-age", o.max_age,
+                      "unhealthy when the oldest pending event committed longer ago than\n"
+                      "this, e.g. 5m (default: no limit)"),
+      flags::count("--scan-limit", o.scan_limit,
+                   "read at most about N changes (pgoutput messages) when counting;\n"
+                   "past it the counts are lower bounds, shown as \">= N\" (default 100000)"),
+      help_flag(o.help),
+  };
+}
+
+Table drop_flags(DropOptions& o) {
+  return {
+      pg_flag(o.conninfo),
+      flags::name("--slot", o.slot, "logical replication slot (default outbox_relay)"),
+      flags::name("--publication", o.publication, "publication (default outbox_relay)"),
+      flags::on("--yes", o.yes, "really drop (refuses without it)"),
+      help_flag(o.help),
+  };
+}
+
+Table prune_flags(PruneOptions& o) {
+  return {
+      pg_flag(o.conninfo),
+      flags::name("--slot", o.slot,
+                  "logical replication slot the relay uses (default outbox_relay)"),
+      flags::table("--table", o.schema, o.table, "outbox table (default public.outbox)"),
+      flags::duration("--older-than", o.older_than, "retention, e.g. 7d, 12h, 30m [required]")
+          .require("the retention, e.g. 7d; rows younger are kept"),
+      flags::name("--column-time", o.column_time,
+                  "timestamp column of the outbox the retention is measured on\n"
+                  "(default created_at; prune refuses when the table has no such column)"),
+      flags::count("--batch", o.batch, "rows per DELETE transaction (default 1000)"),
+      flags::duration("--pause", o.pause, "pause between two batches (default 100ms)"),
+      flags::on("--dry-run", o.dry_run, "only count what would be deleted or dropped"),
+      help_flag(o.help),
+  };
+}
+
+template <class Opts>
+Opts parse_with(Table (*table_of)(Opts&), const std::vector<std::string>& args) {
+  Opts o;
+  flags::parse(args, table_of(o));
+  return o;
+}
+
+template <class Opts>
+std::string flag_help(Table (*table_of)(Opts&)) {
+  Opts o;
+  return flags::help(table_of(o));
+}
+
+struct CommandWord {
+  const char* word;
+  Command command;
+  const char* summary;
+};
+
+const CommandWord kCommands[] = {
+    {"run", Command::kRun, "relay events (the default)"},
+    {"setup", Command::kSetup,
+     "create the publication and the slot (and the table with --create-table)"},
+    {"status", Command::kStatus,
+     "show the slot's state and the pending events; exit 1 when it is missing,\n"
+     "lost, retains too much WAL, or the backlog exceeds --max-pending/--max-age"},
+    {"drop", Command::kDrop, "drop the slot and the publication (needs --yes)"},
+    {"reconcile", Command::kReconcile,
+     "list (and with --repair publish) outbox rows of a time window missing from Kafka"},
+    {"prune", Command::kPrune,
+     "delete outbox rows past a retention that the slot certainly confirmed"},
+};
+
+}  // namespace
+
 ListenAddress parse_listen_address(const std::string& flag, const std::string& text) {
-  const std::string expected = "' (expected HOST:PORT with an IP address, e.g. " +
-                               std::string(kDefaultMetricsAddr) + ", [::1]:9187, :9187, or off)";
+  const auto bad = [&] {
+    return flags::invalid(flag, "address", text,
+                          "expected HOST:PORT with an IP address, e.g. " +
+                              std::string(kDefaultMetricsAddr) + ", [::1]:9187, :9187, or off");
+  };
   auto colon = text.rfind(':');
-  if (colon == std::string::npos) throw UsageError(flag + ": invalid address '" + text + expected);
+  if (colon == std::string::npos) throw bad();
   std::string host = text.substr(0, colon);
   std::string port_text = text.substr(colon + 1);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   } else if (host.find(':') != std::string::npos) {
-    throw UsageError(flag + ": invalid address '" + text + expected);
+    throw bad();
   }
   if (host.empty()) host = "0.0.0.0";
   unsigned port = 0;
@@ -152,12 +561,14 @@ ListenAddress parse_listen_address(const std::string& flag, const std::string& t
   boost::asio::ip::make_address(host, bad_host);
   if (ec != std::errc() || p != port_text.data() + port_text.size() || port_text.empty() ||
       port > 65535 || bad_host) {
-    throw UsageError(flag + ": invalid address '" + text + expected);
+    throw bad();
   }
   return {host, static_cast<std::uint16_t>(port)};
 }
 
 std::string usage() {
+  std::string commands;
+  for (const CommandWord& c : kCommands) flags::append_row(commands, c.word, c.summary);
   return R"(outbox-relay: relays committed inserts of a PostgreSQL outbox table to Kafka, in commit order,
 confirming the replication slot only after the broker acknowledged every event up to it.
 
@@ -165,56 +576,11 @@ usage: outbox-relay [run] --pg CONNINFO --brokers HOST:PORT[,...] [flags]
        outbox-relay setup|status|drop|prune --pg CONNINFO [flags]   (see outbox-relay COMMAND --help)
 
 commands:
-  run                            relay events (the default)
-  setup                          create the publication and the slot (and the table with --create-table)
-  status                         show the slot's state and the pending events; exit 1 when it is missing,
-                                 lost, retains too much WAL, or the backlog exceeds --max-pending/--max-age
-  drop                           drop the slot and the publication (needs --yes)
-  reconcile                      list (and with --repair publish) outbox rows of a time window missing from Kafka
-  prune                          delete outbox rows past a retention that the slot certainly confirmed
-
+)" + commands +
+         R"(
 flags of run:
-  --pg CONNINFO                  libpq conninfo string or URI (replication=database is added) [required]
-  --brokers HOST:PORT[,...]      Kafka bootstrap servers [required]
-  --slot NAME                    logical replication slot (default outbox_relay)
-  --publication NAME             publication (default outbox_relay)
-  --table SCHEMA.TABLE           outbox table (default public.outbox)
-  --topic TEMPLATE               topic template over columns (default 'outbox.event.${aggregatetype}')
-  --no-create                    do not create a missing publication or slot: fail instead
-  --column-id NAME               event id column, sent as header "id" (default id)
-  --column-aggregatetype NAME    aggregate type column (default aggregatetype)
-  --column-aggregateid NAME      aggregate id column, the record key (default aggregateid)
-  --column-type NAME             event type column, sent as header "type" (default type)
-  --column-payload NAME          payload column, the record value (default payload)
-  --require-json                 reject payloads that are not valid JSON (default off)
-  -X PROPERTY=VALUE              librdkafka producer property, repeatable (e.g. -X linger.ms=10)
-  --status-interval DURATION     standby status update period (default 10s)
-  --read-pause DURATION          while the stream is busy, pause up to this long before reading
-                                 the socket again, so WAL arrives in large segments (default
-                                 500us; 0 reads at once)
-  --shutdown-timeout DURATION    how long a stop waits for in-flight deliveries (default 30s)
-  --publication-check-interval DURATION
-                                 longest time between two checks, while streaming, that the
-                                 publication publishes every insert into --table (default 30s;
-                                 the slot is never confirmed past the last check that passed)
-  --max-inflight-events N        stop reading WAL beyond this many unacknowledged events (default 20000)
-  --max-inflight-bytes SIZE      ... or beyond this many unacknowledged bytes (default 16MiB)
-  --on-error fail|dlq            an event that cannot be mapped or delivered for good: stop with exit code 3
-                                 (fail, the default), or publish it to --dlq-topic with the error (dlq)
-  --dlq-topic NAME               dead-letter topic for --on-error dlq (default outbox.dlq)
-  --metrics-addr HOST:PORT|off   HTTP listener for /metrics, /healthz, /readyz (default 127.0.0.1:9187;
-                                 when the default address is taken the relay runs without it)
-  --log-level LEVEL              trace, debug, info, warn, error or off (default info)
-  --log-format text|json         log line format on stderr (default text)
-  --summary-interval DURATION    period of the summary log line while streaming, 0 for none (default 1m)
-  --backlog-interval DURATION    period of the backlog count for /metrics (pending events and the age of
-                                 the oldest, from a temporary copy of the slot, as `status` counts
-                                 them), 0 for none (default 1m)
-  --backlog-scan-limit N         pgoutput messages one backlog count reads at most; beyond it the count is
-                                 a lower bound, the oldest event's age stays exact (default 10000)
-  --help                         this text
-  --version                      print the version
-
+)" + flag_help(run_flags) +
+         R"(
 exit codes: 0 stopped by a signal, 1 error, 2 bad flags, 3 event could not be mapped or delivered,
             4 replication slot lost, 5 the publication or table would hide outbox inserts (or the
             publication was altered while streaming): nothing past them is confirmed
@@ -234,13 +600,8 @@ Idempotent: what exists is left as it is.
 
 usage: outbox-relay setup --pg CONNINFO [flags]
 
-  --pg CONNINFO                  libpq conninfo string or URI [required]
-  --slot NAME                    logical replication slot (default outbox_relay)
-  --publication NAME             publication (default outbox_relay)
-  --table SCHEMA.TABLE           outbox table (default public.outbox)
-  --create-table                 create the outbox table if it does not exist
-  --help                         this text
-
+)" + flag_help(setup_flags) +
+             R"(
 exit codes: 0 done (or nothing to do), 1 error (the message names the object and the server's error),
             2 bad flags, 5 the publication would hide inserts into the table from the relay
 )";
@@ -254,19 +615,8 @@ decoded up to the current WAL position, at most --scan-limit changes.
 
 usage: outbox-relay status --pg CONNINFO [flags]
 
-  --pg CONNINFO                  libpq conninfo string or URI [required]
-  --slot NAME                    logical replication slot (default outbox_relay)
-  --publication NAME             publication the relay reads (default outbox_relay)
-  --table SCHEMA.TABLE           outbox table; inserts into its partitions count too (default public.outbox)
-  --json                         one JSON object instead of the table
-  --max-retained SIZE            unhealthy when the slot retains more WAL than this (default 1GiB)
-  --max-pending N                unhealthy when more than N events are pending (default: no limit)
-  --max-age DURATION             unhealthy when the oldest pending event committed longer ago than
-                                 this, e.g. 5m (default: no limit)
-  --scan-limit N                 read at most about N changes (pgoutput messages) when counting;
-                                 past it the counts are lower bounds, shown as ">= N" (default 100000)
-  --help                         this text
-
+)" + flag_help(status_flags) +
+             R"(
 exit codes: 0 healthy, 1 slot missing, lost, retaining more than --max-retained, or more pending
             events than --max-pending or older than --max-age (or an error), 2 bad flags
 )";
@@ -279,12 +629,8 @@ Stop the relay first: a slot in use cannot be dropped.
 
 usage: outbox-relay drop --pg CONNINFO --yes [flags]
 
-  --pg CONNINFO                  libpq conninfo string or URI [required]
-  --slot NAME                    logical replication slot (default outbox_relay)
-  --publication NAME             publication (default outbox_relay)
-  --yes                          really drop (refuses without it)
-  --help                         this text
-
+)" + flag_help(drop_flags) +
+             R"(
 exit codes: 0 dropped (or already absent), 1 error or --yes missing, 2 bad flags
 )";
     case Command::kPrune:
@@ -300,334 +646,15 @@ Refuses when the slot does not exist, is lost, or has no catalog_xmin: then noth
 
 usage: outbox-relay prune --pg CONNINFO --older-than DURATION [flags]
 
-  --pg CONNINFO                  libpq conninfo string or URI [required]
-  --slot NAME                    logical replication slot the relay uses (default outbox_relay)
-  --table SCHEMA.TABLE           outbox table (default public.outbox)
-  --older-than DURATION          retention, e.g. 7d, 12h, 30m [required]
-  --column-time NAME             timestamp column of the outbox the retention is measured on
-                                 (default created_at; prune refuses when the table has no such column)
-  --batch N                      rows per DELETE transaction (default 1000)
-  --pause DURATION               pause between two batches (default 100ms)
-  --dry-run                      only count what would be deleted or dropped
-  --help                         this text
-
+)" + flag_help(prune_flags) +
+             R"(
 exit codes: 0 done (also when nothing was prunable), 1 refused or error, 2 bad flags
 )";
   }
   return usage();
 }
 
-Options parse_options(const std::vector<std::string>& args) {
-  Options o;
-  auto& r = o.relay;
-  auto& m = r.mapper;
-  std::string table = "public.outbox";
-  bool have_pg = false, have_brokers = false;
-
-  const ValuedFlags valued = {
-      {"--pg", [&](const std::string& v) { r.conninfo = v, have_pg = true; }},
-      {"--brokers", [&](const std::string& v) { r.producer.brokers = v, have_brokers = true; }},
-      {"--slot", [&](const std::string& v) { r.slot = v; }},
-      {"--publication", [&](const std::string& v) { r.publication = v; }},
-      {"--table", [&](const std::string& v) { table = v; }},
-      {"--topic", [&](const std::string& v) { m.topic_template = v; }},
-      {"--column-id", [&](const std::string& v) { m.column_id = v; }},
-      {"--column-aggregatetype", [&](const std::string& v) { m.column_aggregatetype = v; }},
-      {"--column-aggregateid", [&](const std::string& v) { m.column_aggregateid = v; }},
-      {"--column-type", [&](const std::string& v) { m.column_type = v; }},
-      {"--column-payload", [&](const std::string& v) { m.column_payload = v; }},
-      {"-X",
-       [&](const std::string& v) {
-         auto eq = v.find('=');
-         if (eq == std::string::npos || eq == 0) {
-           throw UsageError("-X: expected PROPERTY=VALUE, got '" + v + "'");
-         }
-         r.producer.properties.emplace_back(v.substr(0, eq), v.substr(eq + 1));
-       }},
-      {"--status-interval",
-       [&](const std::string& v) { r.status_interval = parse_duration("--status-interval", v); }},
-      {"--read-pause",
-       [&](const std::string& v) { r.read_pause = parse_micros("--read-pause", v); }},
-      {"--shutdown-timeout",
-       [&](const std::string& v) { r.shutdown_timeout = parse_duration("--shutdown-timeout", v); }},
-      {"--publication-check-interval",
-       [&](const std::string& v) {
-         r.publication_check_interval = parse_duration("--publication-check-interval", v);
-         if (r.publication_check_interval < std::chrono::seconds(1)) {
-           throw UsageError("--publication-check-interval: '" + v + "' is below 1s");
-         }
-       }},
-      {"--max-inflight-events",
-       [&](const std::string& v) {
-         r.max_inflight_events = parse_size("--max-inflight-events", v, false);
-       }},
-      {"--max-inflight-bytes",
-       [&](const std::string& v) {
-         r.max_inflight_bytes = parse_size("--max-inflight-bytes", v, true);
-       }},
-      {"--on-error",
-       [&](const std::string& v) {
-         if (v == "fail") {
-           r.on_error = relay::OnError::kFail;
-         } else if (v == "dlq") {
-           r.on_error = relay::OnError::kDlq;
-         } else {
-           throw UsageError("--on-error: unknown policy '" + v + "' (expected fail or dlq)");
-         }
-       }},
-      {"--dlq-topic", [&](const std::string& v) { r.dlq_topic = v; }},
-      {"--metrics-addr",
-       [&](const std::string& v) {
-         o.metrics_addr_explicit = true;
-         if (v == "off") {
-           o.metrics_addr.reset();
-         } else {
-           o.metrics_addr = parse_listen_address("--metrics-addr", v);
-         }
-       }},
-      {"--summary-interval",
-       [&](const std::string& v) { o.summary_interval = parse_duration("--summary-interval", v); }},
-      {"--backlog-interval",
-       [&](const std::string& v) { o.backlog_interval = parse_duration("--backlog-interval", v); }},
-      {"--backlog-scan-limit",
-       [&](const std::string& v) {
-         o.backlog_scan_limit = parse_size("--backlog-scan-limit", v, false);
-       }},
-      {"--log-format",
-       [&](const std::string& v) {
-         if (v == "text") {
-           o.log_format = LogFormat::kText;
-         } else if (v == "json") {
-           o.log_format = LogFormat::kJson;
-         } else {
-           throw UsageError("--log-format: unknown format '" + v + "' (expected text or json)");
-         }
-       }},
-      {"--log-level",
-       [&](const std::string& v) {
-         static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
-         for (const char* l : kLevels) {
-           if (v == l) {
-             o.log_level = v;
-             return;
-           }
-         }
-         throw UsageError("--log-level: unknown level '" + v +
-                          "' (expected trace, debug, info, warn, error or off)");
-       }},
-  };
-  const Switches switches = {
-      {"--no-create", [&] { r.create = false; }},
-      {"--require-json", [&] { m.require_json = true; }},
-      {"--help", [&] { o.help = true; }},
-      {"-h", [&] { o.help = true; }},
-      {"--version", [&] { o.version = true; }},
-  };
-  apply_flags(args, valued, switches);
-
-  if (o.help || o.version) return o;
-  require_conninfo(have_pg, r.conninfo);
-  if (!have_brokers || r.producer.brokers.empty()) {
-    throw UsageError("--brokers: required (HOST:PORT[,...])");
-  }
-  std::tie(m.schema, m.table) = parse_table("--table", table);
-  require_name("--slot", r.slot);
-  require_name("--publication", r.publication);
-  require_name("--dlq-topic", r.dlq_topic);
-  try {
-    mapping::TopicTemplate check(m.topic_template);
-    (void)check;
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("--topic: ") + e.what());
-  }
-  return o;
-}
-
-namespace {
-
-SetupOptions parse_setup(const std::vector<std::string>& args) {
-  SetupOptions o;
-  bool have_pg = false;
-  std::string table = "public.outbox";
-  apply_flags(args,
-              {
-                  {"--pg", [&](const std::string& v) { o.conninfo = v, have_pg = true; }},
-                  {"--slot", [&](const std::string& v) { o.slot = v; }},
-                  {"--publication", [&](const std::string& v) { o.publication = v; }},
-                  {"--table", [&](const std::string& v) { table = v; }},
-              },
-              {
-                  {"--create-table", [&] { o.create_table = true; }},
-                  {"--help", [&] { o.help = true; }},
-                  {"-h", [&] { o.help = true; }},
-              });
-  if (o.help) return o;
-  require_conninfo(have_pg, o.conninfo);
-  require_name("--slot", o.slot);
-  require_name("--publication", o.publication);
-  std::tie(o.schema, o.table) = parse_table("--table", table);
-  return o;
-}
-
-StatusOptions parse_status(const std::vector<std::string>& args) {
-  StatusOptions o;
-  bool have_pg = false;
-  std::string table = "public.outbox";
-  apply_flags(
-      args,
-      {
-          {"--pg", [&](const std::string& v) { o.conninfo = v, have_pg = true; }},
-          {"--slot", [&](const std::string& v) { o.slot = v; }},
-          {"--publication", [&](const std::string& v) { o.publication = v; }},
-          {"--table", [&](const std::string& v) { table = v; }},
-          {"--max-retained",
-           [&](const std::string& v) {
-             o.max_retained_bytes = parse_size("--max-retained", v, true);
-           }},
-          {"--max-pending",
-           [&](const std::string& v) { o.max_pending = parse_count("--max-pending", v); }},
-          {"--max-age", [&](const std::string& v) { o.max_age = parse_duration("--max-age", v); }},
-          {"--scan-limit",
-           [&](const std::string& v) { o.scan_limit = parse_size("--scan-limit", v, false); }},
-      },
-      {
-          {"--json", [&] { o.json = true; }},
-          {"--help", [&] { o.help = true; }},
-          {"-h", [&] { o.help = true; }},
-      });
-  if (o.help) return o;
-  require_conninfo(have_pg, o.conninfo);
-  require_name("--slot", o.slot);
-  require_name("--publication", o.publication);
-  std::tie(o.schema, o.table) = parse_table("--table", table);
-  return o;
-}
-
-PruneOptions parse_prune(const std::vector<std::string>& args) {
-  PruneOptions o;
-  bool have_pg = false, have_older_than = false;
-  std::string table = "public.outbox";
-  apply_flags(
-      args,
-      {
-          {"--pg", [&](const std::string& v) { o.conninfo = v, have_pg = true; }},
-          {"--slot", [&](const std::string& v) { o.slot = v; }},
-          {"--table", [&](const std::string& v) { table = v; }},
-          {"--column-time", [&](const std::string& v) { o.column_time = v; }},
-          {"--older-than",
-           [&](const std::string& v) {
-             o.older_than = parse_duration("--older-than", v);
-             have_older_than = true;
-           }},
-          {"--batch", [&](const std::string& v) { o.batch = parse_size("--batch", v, false); }},
-          {"--pause", [&](const std::string& v) { o.pause = parse_duration("--pause", v); }},
-      },
-      {
-          {"--dry-run", [&] { o.dry_run = true; }},
-          {"--help", [&] { o.help = true; }},
-          {"-h", [&] { o.help = true; }},
-      });
-  if (o.help) return o;
-  require_conninfo(have_pg, o.conninfo);
-  if (!have_older_than) {
-    throw UsageError("--older-than: required (the retention, e.g. 7d; rows younger are kept)");
-  }
-  require_name("--slot", o.slot);
-  require_name("--column-time", o.column_time);
-  std::tie(o.schema, o.table) = parse_table("--table", table);
-  return o;
-}
-
-DropOptions parse_drop(const std::vector<std::string>& args) {
-  DropOptions o;
-  bool have_pg = false;
-  apply_flags(args,
-              {
-                  {"--pg", [&](const std::string& v) { o.conninfo = v, have_pg = true; }},
-                  {"--slot", [&](const std::string& v) { o.slot = v; }},
-                  {"--publication", [&](const std::string& v) { o.publication = v; }},
-              },
-              {
-                  {"--yes", [&] { o.yes = true; }},
-                  {"--help", [&] { o.help = true; }},
-                  {"-h", [&] { o.help = true; }},
-              });
-  if (o.help) return o;
-  require_conninfo(have_pg, o.conninfo);
-  require_name("--slot", o.slot);
-  require_name("--publication", o.publication);
-  return o;
-}
-
-ReconcileOptions parse_reconcile(const std::vector<std::string>& args) {
-  ReconcileOptions o;
-  auto& m = o.mapper;
-  bool have_pg = false, have_since = false;
-  std::string table = "public.outbox";
-  apply_flags(
-      args,
-      {
-          {"--pg", [&](const std::string& v) { o.conninfo = v, have_pg = true; }},
-          {"--brokers", [&](const std::string& v) { o.brokers = v; }},
-          {"--since",
-           [&](const std::string& v) {
-             o.since = parse_time_bound("--since", v), have_since = true;
-           }},
-          {"--until", [&](const std::string& v) { o.until = parse_time_bound("--until", v); }},
-          {"--column-time", [&](const std::string& v) { o.column_time = v; }},
-          {"--table", [&](const std::string& v) { table = v; }},
-          {"--topic", [&](const std::string& v) { m.topic_template = v; }},
-          {"--column-id", [&](const std::string& v) { m.column_id = v; }},
-          {"--column-aggregatetype", [&](const std::string& v) { m.column_aggregatetype = v; }},
-          {"--column-aggregateid", [&](const std::string& v) { m.column_aggregateid = v; }},
-          {"--column-type", [&](const std::string& v) { m.column_type = v; }},
-          {"--column-payload", [&](const std::string& v) { m.column_payload = v; }},
-          {"--margin", [&](const std::string& v) { o.margin = parse_duration("--margin", v); }},
-          {"--timeout", [&](const std::string& v) { o.timeout = parse_duration("--timeout", v); }},
-          {"-X",
-           [&](const std::string& v) {
-             auto eq = v.find('=');
-             if (eq == std::string::npos || eq == 0) {
-               throw UsageError("-X: expected PROPERTY=VALUE, got '" + v + "'");
-             }
-             o.properties.emplace_back(v.substr(0, eq), v.substr(eq + 1));
-           }},
-      },
-      {
-          {"--repair", [&] { o.repair = true; }},
-          {"--help", [&] { o.help = true; }},
-          {"-h", [&] { o.help = true; }},
-      });
-  if (o.help) return o;
-  require_conninfo(have_pg, o.conninfo);
-  if (o.brokers.empty()) throw UsageError("--brokers: required (HOST:PORT[,...])");
-  if (!have_since) throw UsageError("--since: required (an age such as 2h, or a timestamp)");
-  if (o.column_time.empty()) {
-    throw UsageError("--column-time: required (the rows' time column, e.g. created_at)");
-  }
-  std::tie(m.schema, m.table) = parse_table("--table", table);
-  for (const auto& [flag, name] : {std::pair{"--column-id", &m.column_id},
-                                   {"--column-aggregateid", &m.column_aggregateid},
-                                   {"--column-type", &m.column_type},
-                                   {"--column-payload", &m.column_payload}}) {
-    require_name(flag, *name);
-  }
-  try {
-    mapping::TopicTemplate check(m.topic_template);
-    (void)check;
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("--topic: ") + e.what());
-  }
-  // Both ages or both timestamps: the order is known now (mixed ones are checked when run).
-  if (o.until && o.since.ago.has_value() == o.until->ago.has_value() &&
-      o.since.resolve(0) >= o.until->resolve(0)) {
-    throw UsageError("--until: " + o.until->text + " is not after --since " + o.since.text);
-  }
-  if (o.timeout.count() <= 0) throw UsageError("--timeout: must be positive");
-  return o;
-}
-
-}  // namespace
+Options parse_options(const std::vector<std::string>& args) { return parse_with(run_flags, args); }
 
 CommandLine parse_command_line(const std::vector<std::string>& args) {
   CommandLine cl;
@@ -636,27 +663,36 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
     return cl;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
-  const std::string& word = args[0];
-  if (word == "run") {
-    cl.run = parse_options(rest);
-  } else if (word == "setup") {
-    cl.command = Command::kSetup;
-    cl.setup = parse_setup(rest);
-  } else if (word == "status") {
-    cl.command = Command::kStatus;
-    cl.status = parse_status(rest);
-  } else if (word == "drop") {
-    cl.command = Command::kDrop;
-    cl.drop = parse_drop(rest);
-  } else if (word == "reconcile") {
-    cl.command = Command::kReconcile;
-    cl.reconcile = parse_reconcile(rest);
-  } else if (word == "prune") {
-    cl.command = Command::kPrune;
-    cl.prune = parse_prune(rest);
-  } else {
-    throw UsageError("unknown command " + word +
-                     " (expected run, setup, status, drop, reconcile or prune; see --help)");
+  const CommandWord* found = nullptr;
+  std::vector<std::string> words;
+  for (const CommandWord& c : kCommands) {
+    if (args[0] == c.word) found = &c;
+    words.emplace_back(c.word);
+  }
+  if (!found) {
+    throw UsageError("unknown command " + args[0] + " (expected " + flags::one_of(words) +
+                     "; see --help)");
+  }
+  cl.command = found->command;
+  switch (cl.command) {
+    case Command::kRun:
+      cl.run = parse_options(rest);
+      break;
+    case Command::kSetup:
+      cl.setup = parse_with(setup_flags, rest);
+      break;
+    case Command::kStatus:
+      cl.status = parse_with(status_flags, rest);
+      break;
+    case Command::kDrop:
+      cl.drop = parse_with(drop_flags, rest);
+      break;
+    case Command::kReconcile:
+      cl.reconcile = parse_reconcile(rest);
+      break;
+    case Command::kPrune:
+      cl.prune = parse_with(prune_flags, rest);
+      break;
   }
   return cl;
 }

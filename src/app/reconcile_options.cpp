@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cstdio>
 
-#include "outbox/app/options.hpp"  // UsageError
+#include "flags.hpp"
 
 namespace outbox::app {
 namespace {
@@ -104,9 +104,9 @@ TimeBound parse_time_bound(const std::string& flag, const std::string& text) {
     bound.epoch_us = *at;
     return bound;
   }
-  throw UsageError(flag + ": invalid time '" + text +
-                   "' (expected an age such as 30m, 2h, 7d, or a timestamp such as "
-                   "2026-11-30T10:00:00Z; without an offset, UTC)");
+  throw flags::invalid(flag, "time", text,
+                       "expected an age such as 30m, 2h, 7d, or a timestamp such as "
+                       "2026-11-30T10:00:00Z; without an offset, UTC");
 }
 
 std::string format_utc(std::int64_t epoch_us) {
@@ -125,7 +125,88 @@ std::string format_utc(std::int64_t epoch_us) {
   return buf;
 }
 
+namespace {
+
+using flags::Flag;
+
+Flag time_bound(std::string name, std::optional<TimeBound>& target, std::string help) {
+  return {std::move(name), "AGE|TIMESTAMP", std::move(help),
+          [&target](const std::string& flag, const std::string& value) {
+            target = parse_time_bound(flag, value);
+          }};
+}
+
+Flag time_bound(std::string name, TimeBound& target, std::string help) {
+  return {std::move(name), "AGE|TIMESTAMP", std::move(help),
+          [&target](const std::string& flag, const std::string& value) {
+            target = parse_time_bound(flag, value);
+          }};
+}
+
+flags::Table reconcile_flags(ReconcileOptions& o) {
+  auto& m = o.mapper;
+  return {
+      flags::text("--pg", "CONNINFO", o.conninfo, "libpq conninfo string or URI [required]")
+          .require("a libpq conninfo or URI"),
+      flags::text("--brokers", "HOST:PORT[,...]", o.brokers, "Kafka bootstrap servers [required]")
+          .require("HOST:PORT[,...]"),
+      flags::text("--column-time", "NAME", o.column_time,
+                  "the rows' time column (timestamptz; timestamp is read in the\n"
+                  "server's time zone) [required]")
+          .require("the rows' time column, e.g. created_at"),
+      time_bound("--since", o.since,
+                 "window start, inclusive: 2h (two hours ago), 7d, or\n"
+                 "2026-11-30T10:00:00Z (no offset: UTC) [required]")
+          .require("an age such as 2h, or a timestamp"),
+      time_bound("--until", o.until,
+                 "window end, exclusive (default: now). With a relay running, end\n"
+                 "the window a little in the past (e.g. --until 1m) so that events\n"
+                 "still on their way are not reported"),
+      flags::on("--repair", o.repair,
+                "publish the missing events, then exit 0 if all were acknowledged"),
+      flags::table("--table", m.schema, m.table, "outbox table (default public.outbox)"),
+      flags::topic_template("--topic", m.topic_template,
+                            "topic template over columns (default "
+                            "'outbox.event.${aggregatetype}')"),
+      flags::name("--column-id", m.column_id, "event id column, header \"id\" (default id)"),
+      flags::text("--column-aggregatetype", "NAME", m.column_aggregatetype,
+                  "aggregate type column (default aggregatetype)"),
+      flags::name("--column-aggregateid", m.column_aggregateid,
+                  "aggregate id column, the record key (default aggregateid)"),
+      flags::name("--column-type", m.column_type,
+                  "event type column, header \"type\" (default type)"),
+      flags::name("--column-payload", m.column_payload,
+                  "payload column, the record value (default payload)"),
+      flags::duration("--margin", o.margin,
+                      "read Kafka from records stamped since - margin (default 1h); records\n"
+                      "are stamped with their commit time, at or after the time column\n"
+                      "when it is set by the database clock in the inserting transaction"),
+      flags::duration("--timeout", o.timeout,
+                      "longest wait for Kafka without progress (default 60s)",
+                      {std::chrono::milliseconds(1), flags::Below::kPositive})
+          .defer(),
+      flags::property("-X", o.properties,
+                      "librdkafka property for the consumer and the producer, repeatable"),
+      flags::stop("--help", o.help, "this text").also("-h"),
+  };
+}
+
+}  // namespace
+
+ReconcileOptions parse_reconcile(const std::vector<std::string>& args) {
+  ReconcileOptions o;
+  flags::parse(args, reconcile_flags(o));
+  if (o.help) return o;
+  // Both ages or both timestamps: the order is known now (mixed ones are checked when run).
+  if (o.until && o.since.ago.has_value() == o.until->ago.has_value() &&
+      o.since.resolve(0) >= o.until->resolve(0)) {
+    throw flags::rejected("--until", o.until->text + " is not after --since " + o.since.text);
+  }
+  return o;
+}
+
 std::string reconcile_usage() {
+  ReconcileOptions o;
   return R"(outbox-relay reconcile: checks that every outbox row of a time window is in Kafka. Reads the rows
 still in the table whose --column-time is in [--since, --until), computes each row's topic with the
 relay's template and columns, reads those topics (from the first record stamped at or after
@@ -139,30 +220,8 @@ restore, or a move from Debezium. Progress goes to stderr.
 usage: outbox-relay reconcile --pg CONNINFO --brokers HOST:PORT[,...] --column-time NAME
                               --since AGE|TIMESTAMP [--until AGE|TIMESTAMP] [--repair] [flags]
 
-  --pg CONNINFO                  libpq conninfo string or URI [required]
-  --brokers HOST:PORT[,...]      Kafka bootstrap servers [required]
-  --column-time NAME             the rows' time column (timestamptz; timestamp is read in the
-                                 server's time zone) [required]
-  --since AGE|TIMESTAMP          window start, inclusive: 2h (two hours ago), 7d, or
-                                 2026-11-30T10:00:00Z (no offset: UTC) [required]
-  --until AGE|TIMESTAMP          window end, exclusive (default: now). With a relay running, end
-                                 the window a little in the past (e.g. --until 1m) so that events
-                                 still on their way are not reported
-  --repair                       publish the missing events, then exit 0 if all were acknowledged
-  --table SCHEMA.TABLE           outbox table (default public.outbox)
-  --topic TEMPLATE               topic template over columns (default 'outbox.event.${aggregatetype}')
-  --column-id NAME               event id column, header "id" (default id)
-  --column-aggregatetype NAME    aggregate type column (default aggregatetype)
-  --column-aggregateid NAME      aggregate id column, the record key (default aggregateid)
-  --column-type NAME             event type column, header "type" (default type)
-  --column-payload NAME          payload column, the record value (default payload)
-  --margin DURATION              read Kafka from records stamped since - margin (default 1h); records
-                                 are stamped with their commit time, at or after the time column
-                                 when it is set by the database clock in the inserting transaction
-  --timeout DURATION             longest wait for Kafka without progress (default 60s)
-  -X PROPERTY=VALUE              librdkafka property for the consumer and the producer, repeatable
-  --help                         this text
-
+)" + flags::help(reconcile_flags(o)) +
+         R"(
 exit codes: 0 nothing missing (or, with --repair, everything missing was published), 1 rows missing
             or unmappable, or an error, 2 bad flags
 )";

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <sstream>
+#include <tuple>
+
 namespace outbox::app {
 namespace {
 
@@ -220,6 +224,143 @@ TEST(CommandLine, ErrorsNameTheFlagOrCommand) {
             std::string::npos);
   // -X belongs to run only.
   EXPECT_EQ(error_of({"setup", "--pg", "x", "-Xa=b"}), "unknown flag -Xa=b (see --help)");
+}
+
+// The first arguments that make each command's command line complete.
+// In the order of Command.
+const std::vector<std::pair<Command, std::vector<std::string>>> kComplete = {
+    {Command::kRun, {"run", "--pg", "x", "--brokers", "k:1"}},
+    {Command::kSetup, {"setup", "--pg", "x"}},
+    {Command::kStatus, {"status", "--pg", "x"}},
+    {Command::kDrop, {"drop", "--pg", "x"}},
+    {Command::kReconcile,
+     {"reconcile", "--pg", "x", "--brokers", "k:1", "--column-time", "t", "--since", "1h"}},
+    {Command::kPrune, {"prune", "--pg", "x", "--older-than", "1d"}},
+};
+
+std::vector<std::string> with(std::vector<std::string> args, std::vector<std::string> extra) {
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// The flags a command's --help lists: name and whether it takes a value.
+std::vector<std::pair<std::string, bool>> listed_flags(Command command) {
+  std::vector<std::pair<std::string, bool>> flags;
+  std::istringstream lines(usage(command));
+  bool in_flags = command != Command::kRun;  // run's help lists the commands first
+  for (std::string line; std::getline(lines, line);) {
+    if (line == "flags of run:") in_flags = true;
+    if (!in_flags || line.rfind("  -", 0) != 0) continue;
+    std::istringstream words(line);
+    std::string name, next;
+    words >> name >> next;
+    flags.emplace_back(
+        name, !next.empty() && (std::isupper(next[0]) || next.find('|') != std::string::npos));
+  }
+  return flags;
+}
+
+TEST(FlagTable, EveryListedFlagIsKnownAndWantsItsValue) {
+  for (const auto& [command, complete] : kComplete) {
+    const auto flags = listed_flags(command);
+    EXPECT_GE(flags.size(), 5u);
+    for (const auto& [flag, valued] : flags) {
+      if (valued) {
+        EXPECT_EQ(error_of(with(complete, {flag})), flag + ": missing value");
+      } else {
+        EXPECT_EQ(error_of(with(complete, {flag + "=x"})), flag + ": takes no value");
+      }
+    }
+    EXPECT_EQ(error_of(with(complete, {"--bogus"})), "unknown flag --bogus (see --help)");
+    EXPECT_EQ(error_of(with(complete, {"--bogus=1"})), "unknown flag --bogus (see --help)");
+    EXPECT_EQ(error_of(with(complete, {"stray"})), "unexpected argument stray (see --help)");
+    EXPECT_EQ(error_of(with(complete, {"-hx"})), "unknown flag -hx (see --help)");
+    EXPECT_EQ(parse_command_line(complete).command, command);
+  }
+}
+
+TEST(FlagTable, EveryBoundedFlagRejectsBelowItsBoundAndTakesTheBound) {
+  const std::string positive = "' (expected a positive integer)";
+  const std::string size = "' (expected e.g. 268435456, 512KiB, 256MiB, 1GiB)";
+  const std::vector<std::tuple<Command, std::string, std::string, std::string, std::string>> cases =
+      {
+          {Command::kRun, "--status-interval", "999us", "1ms",
+           "--status-interval: invalid duration '999us' (expected e.g. 500ms, 10s, 1m, 7d, at "
+           "least 1ms)"},
+          {Command::kRun, "--publication-check-interval", "999ms", "1s",
+           "--publication-check-interval: '999ms' is below 1s"},
+          {Command::kRun, "--max-inflight-events", "0", "1",
+           "--max-inflight-events: invalid count '0" + positive},
+          {Command::kRun, "--max-inflight-bytes", "0KiB", "1",
+           "--max-inflight-bytes: invalid size '0KiB" + size},
+          {Command::kRun, "--backlog-scan-limit", "0", "1",
+           "--backlog-scan-limit: invalid count '0" + positive},
+          {Command::kRun, "--metrics-addr", "127.0.0.1:65536", "127.0.0.1:65535",
+           "--metrics-addr: invalid address '127.0.0.1:65536' (expected HOST:PORT with an IP "
+           "address, e.g. 127.0.0.1:9187, [::1]:9187, :9187, or off)"},
+          {Command::kStatus, "--max-retained", "0", "1", "--max-retained: invalid size '0" + size},
+          {Command::kStatus, "--scan-limit", "0", "1", "--scan-limit: invalid count '0" + positive},
+          {Command::kStatus, "--max-pending", "-1", "0",
+           "--max-pending: invalid count '-1' (expected a non-negative integer)"},
+          {Command::kPrune, "--batch", "0", "1", "--batch: invalid count '0" + positive},
+          {Command::kReconcile, "--timeout", "999us", "1ms", "--timeout: must be positive"},
+      };
+  for (const auto& [command, flag, below, bound, message] : cases) {
+    const auto& complete = kComplete[static_cast<std::size_t>(command)].second;
+    EXPECT_EQ(error_of(with(complete, {flag, below})), message);
+    EXPECT_EQ(error_of(with(complete, {flag, bound})), "no error") << flag;
+  }
+}
+
+TEST(FlagTable, RequiredFlagGivenEmptyIsMissing) {
+  EXPECT_EQ(error_of({"--pg=", "--brokers", "k:1"}), "--pg: required (a libpq conninfo or URI)");
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--pg="}),
+            "--pg: required (a libpq conninfo or URI)");
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers="}), "--brokers: required (HOST:PORT[,...])");
+  EXPECT_EQ(
+      error_of({"reconcile", "--pg", "x", "--brokers", "k:1", "--since", "1h", "--column-time="}),
+      "--column-time: required (the rows' time column, e.g. created_at)");
+  // A required flag of another kind still has its value checked.
+  EXPECT_EQ(error_of({"prune", "--pg", "x", "--older-than="}),
+            "--older-than: invalid duration '' (expected e.g. 500ms, 10s, 1m, 7d)");
+}
+
+TEST(FlagTable, HelpSkipsRequiredAndLateChecksButNotBadValues) {
+  EXPECT_TRUE(parse_command_line({"setup", "--table", "a.b.c", "--slot=", "--help"}).setup.help);
+  EXPECT_TRUE(parse_command_line({"reconcile", "--timeout", "0", "-h"}).reconcile.help);
+  EXPECT_TRUE(parse_command_line({"--version"}).run.version);
+  EXPECT_EQ(error_of({"--help", "--status-interval", "x"}),
+            "--status-interval: invalid duration 'x' (expected e.g. 500ms, 10s, 1m, 7d, at least "
+            "1ms)");
+  // A missing required flag is reported before a late check; a later good value clears one.
+  EXPECT_EQ(error_of({"setup", "--table", "a.b.c"}), "--pg: required (a libpq conninfo or URI)");
+  EXPECT_EQ(
+      parse_command_line({"setup", "--pg", "x", "--table", "a.b.c", "--table", "t"}).setup.table,
+      "t");
+}
+
+TEST(FlagTable, AttachedValueOnlyForTwoCharacterValuedFlags) {
+  CommandLine cl = parse_command_line({"--pg", "x", "--brokers", "k:1", "-Xa=b", "-X", "c=d"});
+  ASSERT_EQ(cl.run.relay.producer.properties.size(), 2u);
+  EXPECT_EQ(cl.run.relay.producer.properties[0].first, "a");
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "-X="}),
+            "-X: expected PROPERTY=VALUE, got '='");
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "-hx"}), "unknown flag -hx (see --help)");
+}
+
+TEST(FlagTable, HelpRowsLineUpAndWrap) {
+  const std::string u = usage();
+  EXPECT_NE(
+      u.find(
+          "\n  --slot NAME                    logical replication slot (default outbox_relay)\n"),
+      std::string::npos);
+  // Too long for the column: the text starts on the next line.
+  EXPECT_NE(u.find("\n  --publication-check-interval DURATION\n"
+                   "                                 longest time between two checks"),
+            std::string::npos);
+  EXPECT_NE(u.find("\n  -X PROPERTY=VALUE              librdkafka producer property"),
+            std::string::npos);
+  EXPECT_EQ(u.find("-h "), std::string::npos);  // an alias is not listed
 }
 
 }  // namespace

@@ -50,6 +50,9 @@ struct ReconcileOptions {
   bool help = false;
 };
 
+// The flags of `reconcile` (argv after the command word). Throws UsageError.
+ReconcileOptions parse_reconcile(const std::vector<std::string>& args);
+
 // Help text of `reconcile`.
 std::string reconcile_usage();
 

@@ -1,0 +1,147 @@
+// The flag tables of the commands (private to the app module): one row per flag with its name,
+// value kind, target, bounds and help text; one loop that applies a command line to a table; the
+// flag list of --help printed from the same rows; and every wording of a usage error, in one
+// place. Pure. A table writes through references into the options it was built for: build it,
+// parse, drop it, on one thread. Defined in options.cpp.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "outbox/app/options.hpp"
+
+namespace outbox::app::flags {
+
+// One row. A row without a metavar is a switch.
+struct Flag {
+  using Apply = std::function<void(const std::string& flag, const std::string& value)>;
+
+  Flag(std::string name, std::string metavar, std::string help, Apply apply)
+      : name(std::move(name)),
+        metavar(std::move(metavar)),
+        help(std::move(help)),
+        apply(std::move(apply)) {}
+
+  std::string name;     // "--slot"; a two-character flag ("-X") also takes "-Xvalue"
+  std::string metavar;  // "NAME", "DURATION"; empty for a switch
+  std::string help;     // lines after the first separated by '\n'
+  // Parses the value ("" for a switch), checks its bounds and stores it. Throws UsageError.
+  Apply apply;
+  std::string required;  // non-empty: the flag must be given a non-empty value; the message hint
+  std::string alias;     // another name (e.g. -h), not listed in the help
+  bool stops = false;    // a switch such as --help: once given, required flags are not checked
+  // The row's error is reported only after --help and the required flags were checked, and a
+  // later good value clears it: how empty names, --table, --topic and --timeout were always
+  // checked (after the whole command line was read).
+  bool deferred = false;
+
+  Flag require(std::string hint) && {
+    required = std::move(hint);
+    return std::move(*this);
+  }
+  Flag also(std::string other) && {
+    alias = std::move(other);
+    return std::move(*this);
+  }
+  Flag defer() && {
+    deferred = true;
+    return std::move(*this);
+  }
+};
+
+using Table = std::vector<Flag>;
+
+// Applies `args` ("--flag value", "--flag=value", "-Xvalue", switches) to `table` in order; then,
+// unless a stopping switch was given, checks that every required row got a non-empty value, then
+// reports the errors of deferred rows (each time the first in table order). Throws UsageError.
+void parse(const std::vector<std::string>& args, const Table& table);
+
+// The flag lines of --help: "  NAME METAVAR" and the help text from column 33.
+std::string help(const Table& table);
+
+// "  LABEL" and `text` from column 33 (on the next line when the label is too long); the lines
+// of `text` after the first are indented to the same column.
+void append_row(std::string& out, const std::string& label, const std::string& text);
+
+// "a", "a or b", "a, b or c".
+std::string one_of(const std::vector<std::string>& words);
+
+// --- the wordings of usage errors; each names the flag (or argument) first
+UsageError invalid(const std::string& flag, const std::string& noun, const std::string& text,
+                   const std::string& expected);  // F: invalid NOUN 'T' (EXPECTED)
+UsageError unknown(const std::string& flag, const std::string& noun, const std::string& text,
+                   const std::vector<std::string>& choices);  // F: unknown NOUN 'T' (expected ...)
+UsageError malformed(const std::string& flag, const std::string& form,
+                     const std::string& text);  // F: expected FORM, got 'T'
+UsageError rejected(const std::string& flag, const std::string& reason);  // F: REASON
+
+// --- value kinds: each returns a row whose apply parses into `target`
+
+// Any text, the empty one included (with require(), empty counts as not given).
+Flag text(std::string name, std::string metavar, std::string& target, std::string help);
+// A non-empty name (slot, publication, column, topic). Deferred.
+Flag name(std::string name, std::string& target, std::string help);
+// A switch that sets `target` to true.
+Flag on(std::string name, bool& target, std::string help);
+// A switch that sets `target` to false.
+Flag off(std::string name, bool& target, std::string help);
+// --help (-h) or --version: sets `target`, and required flags are not checked.
+Flag stop(std::string name, bool& target, std::string help);
+
+// "10", "500ms", "250us", "1m" (also "1min"), "2h", "7d"; a bare number is seconds.
+// A duration below `min` is rejected with the wording given by `below`:
+//   kInvalid:  F: invalid duration 'T' (expected e.g. 500ms, 10s, 1m, 7d, at least MIN)
+//   kIsBelow:  F: 'T' is below MIN
+//   kPositive: F: must be positive
+enum class Below { kInvalid, kIsBelow, kPositive };
+struct MinDuration {
+  std::chrono::microseconds min{0};
+  Below below = Below::kInvalid;
+};
+Flag duration(std::string name, std::chrono::microseconds& target, std::string help,
+              MinDuration bound = {});
+Flag duration(std::string name, std::chrono::milliseconds& target, std::string help,
+              MinDuration bound = {});
+Flag duration(std::string name, std::optional<std::chrono::milliseconds>& target, std::string help,
+              MinDuration bound = {});
+
+// A decimal integer of at least `min` (0 or 1), no unit.
+Flag count(std::string name, std::uint64_t& target, std::string help, std::uint64_t min = 1);
+Flag count(std::string name, std::optional<std::uint64_t>& target, std::string help,
+           std::uint64_t min = 0);
+// A positive number of bytes: "268435456", "512KiB" (k, K), "256MiB" (M, m), "1GiB" (G, g).
+Flag size(std::string name, std::uint64_t& target, std::string help);
+
+// One of `choices`; anything else: F: unknown NOUN 'T' (expected a, b or c).
+template <class T>
+Flag choice(std::string name, std::string metavar, T& target, std::string noun,
+            std::vector<std::pair<std::string, T>> choices, std::string help) {
+  auto apply = [&target, noun = std::move(noun), choices = std::move(choices)](
+                   const std::string& flag, const std::string& value) {
+    std::vector<std::string> words;
+    for (const auto& [word, v] : choices) {
+      if (word == value) {
+        target = v;
+        return;
+      }
+      words.push_back(word);
+    }
+    throw unknown(flag, noun, value, words);
+  };
+  return {std::move(name), std::move(metavar), std::move(help), std::move(apply)};
+}
+
+// PROPERTY=VALUE, repeatable: appended to `target`.
+Flag property(std::string name, std::vector<std::pair<std::string, std::string>>& target,
+              std::string help);
+// SCHEMA.TABLE or TABLE (schema public). Deferred.
+Flag table(std::string name, std::string& schema, std::string& table, std::string help);
+// A topic template over columns (mapping::TopicTemplate). Deferred.
+Flag topic_template(std::string name, std::string& target, std::string help);
+
+}  // namespace outbox::app::flags
