@@ -235,45 +235,11 @@ void Workload::run(std::stop_token stop) {
 
 // ---- checks ----------------------------------------------------------------------------------
 
-void Problems::add(const std::string& text) {
-  if (texts_.size() < 20) texts_.push_back(text);
-  ++count_;
-}
-
-std::string Problems::describe() const {
-  std::string out = std::to_string(count_) + " problem(s), first ones:\n";
-  for (const auto& text : texts_) out += "  " + text + "\n";
-  return out;
-}
-
-std::string describe(const Record& record) {
-  std::ostringstream out;
-  out << record.topic << "/" << record.partition << "@" << record.offset
-      << " key=" << record.key.value_or("(null)") << " value=" << record.value.substr(0, 120)
-      << (record.value.size() > 120 ? "..." : "");
-  for (const auto& [name, value] : record.headers) out << " " << name << "=" << value;
-  return out.str();
-}
-
-bool DistinctIds::operator()(const std::vector<Record>& records) {
-  for (; seen_records_ < records.size(); ++seen_records_) {
-    auto it = records[seen_records_].headers.find("id");
-    if (it != records[seen_records_].headers.end()) ++ids_[it->second];
-  }
-  return ids_.size() >= target_;
-}
-
 DeliveryCheck check_deliveries(const std::vector<Record>& records,
                                const std::unordered_map<std::string, CommittedRow>& rows) {
   DeliveryCheck check;
   check.records = records.size();
-  std::vector<const Record*> sorted;
-  sorted.reserve(records.size());
-  for (const auto& record : records) sorted.push_back(&record);
-  std::sort(sorted.begin(), sorted.end(), [](const Record* a, const Record* b) {
-    return std::tie(a->topic, a->partition, a->offset) <
-           std::tie(b->topic, b->partition, b->offset);
-  });
+  const std::vector<const Record*> sorted = in_kafka_order(records);
   std::unordered_map<std::string, const Record*> first_delivery;
   std::unordered_map<std::string, std::int64_t> last_first_seq;
   for (const Record* record : sorted) {
@@ -321,21 +287,11 @@ DeliveryCheck check_deliveries(const std::vector<Record>& records,
 // ---- fixture ---------------------------------------------------------------------------------
 
 void FaultTest::SetUp() {
-  try {
-    const Services services = require_services();
-    conninfo_ = services.conninfo;
-    brokers_ = services.brokers;
-    relay_bin_ = services.relay_bin;
-  } catch (const std::exception& e) {
-    GTEST_FAIL() << e.what();
-  }
-  suffix_ = unique_suffix();
-  table_ = "outbox_ft_" + suffix_;
-  slot_ = "ft_" + suffix_;
-  publication_ = "ft_" + suffix_;
-  aggregatetype_ = "Fault" + suffix_;
-  topic_ = "outbox.event." + aggregatetype_;
-  ASSERT_NO_THROW(pg_ = std::make_unique<PgClient>(conninfo_));
+  E2eTest::SetUp();
+  if (HasFatalFailure()) return;
+  aggregatetype_ = aggregatetypes_.at(0);
+  topic_ = topics_.at(0);
+  metrics_addr_ = "off";
 }
 
 void FaultTest::TearDown() {
@@ -346,122 +302,17 @@ void FaultTest::TearDown() {
       ADD_FAILURE() << "workload: " << e.what();
     }
   }
-  for (auto& relay : relays_) {
-    ::kill(relay->pid(), SIGCONT);  // a test may have left one stopped
-    if (relay->is_running() && !relay->terminate(15s)) relay->kill9();
-  }
-  if (HasFailure()) {
-    for (auto& relay : relays_) {
-      std::cerr << "---- relay log " << relay->log_path() << " (last lines) ----\n"
-                << tail_file(relay->log_path(), 40);
-    }
-  }
-  // The connection may date from before a PostgreSQL restart.
-  if (!reconnect_pg(60s)) {
-    ADD_FAILURE() << "cleanup: PostgreSQL unreachable; slot " << slot_ << " left behind";
-    return;
-  }
-  // The slot only after the relays are gone: an abandoned slot would hold WAL forever.
-  try {
-    pg_->drop_slot_if_exists(slot_);
-    pg_->exec("DROP PUBLICATION IF EXISTS " + publication_);
-    pg_->exec("DROP TABLE IF EXISTS " + qualified_table());
-    for (const auto& table : extra_tables_) pg_->exec("DROP TABLE IF EXISTS " + table);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "cleanup: " << e.what();
-  }
+  E2eTest::TearDown();
 }
 
-void FaultTest::create_outbox_table() {
-  pg_->exec("CREATE TABLE " + qualified_table() +
-            " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,"
-            " aggregateid text NOT NULL, type text NOT NULL, payload jsonb NOT NULL,"
-            " seq bigint NOT NULL)");
-}
+void FaultTest::create_outbox_table() { E2eTest::create_outbox_table(", seq bigint NOT NULL"); }
 
-std::vector<std::string> FaultTest::relay_args() const {
-  return {"--pg",
-          conninfo_,
-          "--brokers",
-          brokers_,
-          "--slot",
-          slot_,
-          "--publication",
-          publication_,
-          "--table",
-          qualified_table(),
-          "--status-interval",
-          status_interval_,
-          "--metrics-addr",
-          "off"};
-}
-
-std::string FaultTest::log_path(const std::string& what) const {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string(info->test_suite_name()) + "." + info->name();
-  std::replace(name.begin(), name.end(), '/', '_');
-  return std::string(OUTBOX_TEST_LOG_DIR) + "/" + name + "_" + suffix_ + "_" + what + ".log";
-}
-
-RelayProcess& FaultTest::start_relay(std::vector<std::string> extra_args) {
-  auto args = relay_args();
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
-  relays_.push_back(std::make_unique<RelayProcess>(
-      relay_bin_, args, log_path("relay" + std::to_string(relays_.size() + 1))));
-  return *relays_.back();
-}
-
-void FaultTest::wait_until_streaming(RelayProcess& relay, std::chrono::milliseconds timeout) {
-  const bool ready = wait_until(
-      [&] {
-        // This relay's own log: the slot may be active for another relay (a standby that won).
-        return !relay.is_running() ||
-               (count_in_file(relay.log_path(), "event=streaming") > 0 &&
-                pg_->slot_confirmed_flush(slot_).has_value() && pg_->slot_active(slot_));
-      },
-      timeout, 50ms);
-  ASSERT_TRUE(relay.is_running()) << "relay exited early with code "
-                                  << relay.wait_exit(0ms).value_or(-1) << "\n"
-                                  << tail_file(relay.log_path(), 20);
-  ASSERT_TRUE(ready) << "slot " << slot_ << " not created and streaming within " << timeout.count()
-                     << " ms";
-}
-
-bool FaultTest::expect_confirmed_reaches(Lsn lsn, std::chrono::milliseconds timeout) {
-  std::optional<Lsn> confirmed;
-  const bool reached = wait_until(
-      [&] {
-        confirmed = pg_->slot_confirmed_flush(slot_);
-        return confirmed && *confirmed >= lsn;
-      },
-      timeout, 100ms);
-  EXPECT_TRUE(reached) << "slot " << slot_ << " confirmed_flush_lsn "
-                       << (confirmed ? format_lsn(*confirmed) : "(none)") << " did not reach "
-                       << format_lsn(lsn) << " within " << timeout.count() << " ms";
-  return reached;
-}
-
-std::unordered_map<std::string, CommittedRow> FaultTest::committed_rows() {
+std::unordered_map<std::string, CommittedRow> FaultTest::committed_seqs() {
   std::unordered_map<std::string, CommittedRow> rows;
   for (auto& row : pg_->query("SELECT id::text, seq, aggregateid FROM " + qualified_table())) {
     rows.emplace(*row[0], CommittedRow{std::stoll(*row[1]), *row[2]});
   }
   return rows;
-}
-
-bool FaultTest::reconnect_pg(std::chrono::milliseconds timeout) {
-  return wait_until(
-      [&] {
-        try {
-          auto fresh = std::make_unique<PgClient>(conninfo_);
-          fresh->exec("SELECT 1");
-          pg_ = std::move(fresh);
-          return true;
-        } catch (const std::exception&) {
-          return false;
-        }
-      },
-      timeout, 200ms);
 }
 
 void FaultTest::figure(const std::string& name, const std::string& value) {

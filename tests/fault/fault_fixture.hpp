@@ -1,9 +1,9 @@
-// Shared pieces of the fault tests: a fixture that owns one outbox table, slot, publication and
-// topic per test (unique names) and cleans them up; control of the shared Kafka and PostgreSQL
-// processes with scope guards that always bring them back; a paced workload generator that keeps
-// committing while things are killed; and the checks a user makes on what reached Kafka.
-// Thread-safety: a fixture is used by its test's thread; a Workload runs its own thread and
-// exposes only atomics and a mutex-guarded log of commits.
+// Shared pieces of the fault tests: FaultTest, the end-to-end fixture of tests/support with one
+// aggregate type (so one topic) and a seq column in the outbox table; control of the shared Kafka
+// and PostgreSQL processes with scope guards that always bring them back; a paced workload
+// generator that keeps committing while things are killed; and the checks a user makes on what
+// reached Kafka. Thread-safety: a fixture is used by its test's thread; a Workload runs its own
+// thread and exposes only atomics and a mutex-guarded log of commits.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "outbox_test/e2e_fixture.hpp"
 #include "outbox_test/kafka_reader.hpp"
 #include "outbox_test/pg_client.hpp"
 #include "outbox_test/relay_process.hpp"
@@ -132,18 +133,6 @@ class Workload {
 
 // ---- checks ----------------------------------------------------------------------------------
 
-// Collects mismatches instead of flooding the output with thousands of failed EXPECTs.
-class Problems {
- public:
-  void add(const std::string& text);
-  std::size_t count() const { return count_; }
-  std::string describe() const;
-
- private:
-  std::vector<std::string> texts_;
-  std::size_t count_ = 0;
-};
-
 struct CommittedRow {
   std::int64_t seq = 0;
   std::string aggregateid;
@@ -164,60 +153,29 @@ struct DeliveryCheck {
 DeliveryCheck check_deliveries(const std::vector<Record>& records,
                                const std::unordered_map<std::string, CommittedRow>& rows);
 
-std::string describe(const Record& record);
-
-// A read_until predicate: true once `target` distinct `id` headers have been read (incremental).
-class DistinctIds {
- public:
-  explicit DistinctIds(std::size_t target) : target_(target) {}
-  bool operator()(const std::vector<Record>& records);
-  std::size_t count() const { return ids_.size(); }
-
- private:
-  std::size_t target_;
-  std::size_t seen_records_ = 0;
-  std::unordered_map<std::string, int> ids_;
-};
-
 // ---- fixture ---------------------------------------------------------------------------------
 
-class FaultTest : public ::testing::Test {
+// The end-to-end fixture (tests/support) for fault tests: table outbox_ft_<suffix> with a seq
+// column (ground truth, unmapped), one aggregate type, relays without a metrics listener (several
+// run at once); TearDown also joins the workloads first.
+class FaultTest : public E2eTest {
  protected:
+  FaultTest() : E2eTest({"ft", {"Fault"}, OUTBOX_TEST_LOG_DIR}) {}
   void SetUp() override;
   void TearDown() override;
 
-  std::string qualified_table() const { return "public." + table_; }
-  // id uuid, aggregatetype, aggregateid, type, payload jsonb, seq bigint (ground truth, unmapped).
+  // id uuid, aggregatetype, aggregateid, type, payload jsonb, seq bigint.
   void create_outbox_table();
-  std::vector<std::string> relay_args() const;
-  RelayProcess& start_relay(std::vector<std::string> extra_args = {});
-  std::string log_path(const std::string& what) const;
-  // The relay created the slot and streams from it (or it exited: ASSERT fails).
-  void wait_until_streaming(RelayProcess& relay, std::chrono::milliseconds timeout = 60s);
-  // Waits until the slot's confirmed position reached `lsn`; EXPECT-fails otherwise.
-  bool expect_confirmed_reaches(Lsn lsn, std::chrono::milliseconds timeout);
-  std::unordered_map<std::string, CommittedRow> committed_rows();
-  // A fresh connection (after a PostgreSQL restart), waiting up to `timeout` for the server.
-  bool reconnect_pg(std::chrono::milliseconds timeout = 60s);
+  // seq and aggregateid of every row by id (lighter than committed_rows() for big workloads).
+  std::unordered_map<std::string, CommittedRow> committed_seqs();
   // Prints a figure and records it in the test's XML properties.
   void figure(const std::string& name, const std::string& value);
   void figure(const std::string& name, std::int64_t value);
   Workload& start_workload(std::vector<TxnPlan> plan, std::chrono::milliseconds duration,
                            int aggregates = 200);
 
-  std::string conninfo_;
-  std::string brokers_;
-  std::string relay_bin_;
-  std::string suffix_;
-  std::string table_;
-  std::string slot_;
-  std::string publication_;
-  std::string aggregatetype_;
-  std::string topic_;
-  std::string status_interval_ = "1s";     // --status-interval of relay_args()
-  std::vector<std::string> extra_tables_;  // also dropped in TearDown
-  std::unique_ptr<PgClient> pg_;
-  std::vector<std::unique_ptr<RelayProcess>> relays_;
+  std::string aggregatetype_;  // aggregatetypes_[0]
+  std::string topic_;          // topics_[0]
   std::vector<std::unique_ptr<Workload>> workloads_;
 };
 

@@ -109,7 +109,7 @@ class MockCluster : public FaultTest {
   void expect_all_delivered(Workload& load, KafkaReader& reader, RelayProcess& relay) {
     load.join();
     const Lsn lsn_after_load = pg_->current_wal_lsn();
-    auto rows = committed_rows();
+    auto rows = committed_seqs();
     DistinctIds all(rows.size());
     const auto start = Clock::now();
     ASSERT_TRUE(reader.read_until(std::ref(all), 120s))

@@ -561,7 +561,7 @@ TEST_P(BrokerOutage, SlotHoldsAndEverythingArrives) {
 
   load.join();
   const Lsn lsn_after_load = pg_->current_wal_lsn();
-  auto rows = committed_rows();
+  auto rows = committed_seqs();
   ASSERT_EQ(rows.size(), static_cast<std::size_t>(transactions) * 10);
   DistinctIds all(rows.size());
   const auto back = Clock::now();
@@ -617,7 +617,7 @@ TEST_P(PgRestart, RelayReconnectsNothingLost) {
   load.join();
   figure("workload_transactions_cut_by_restart", load.failed_transactions());
   const Lsn lsn_after_load = pg_->current_wal_lsn();
-  auto rows = committed_rows();
+  auto rows = committed_seqs();
   DistinctIds all(rows.size());
   ASSERT_TRUE(reader.read_until(std::ref(all), 120s))
       << all.count() << " of " << rows.size() << " committed events in Kafka within 120 s";
@@ -676,7 +676,7 @@ TEST_F(FaultTest, CrashLoop) {
   figure("kills", kills);
   load.join();
   const Lsn lsn_after_load = pg_->current_wal_lsn();
-  auto rows = committed_rows();
+  auto rows = committed_seqs();
   ASSERT_EQ(rows.size(), static_cast<std::size_t>(events));
   DistinctIds all(rows.size());
   const auto after_load = Clock::now();
@@ -731,7 +731,7 @@ TEST_F(FaultTest, TakeoverByStandby) {
 
   load.join();
   const Lsn lsn_after_load = pg_->current_wal_lsn();
-  auto rows = committed_rows();
+  auto rows = committed_seqs();
   DistinctIds all(rows.size());
   ASSERT_TRUE(reader.read_until(std::ref(all), 120s))
       << all.count() << " of " << rows.size() << " events in Kafka within 120 s";

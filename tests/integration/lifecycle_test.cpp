@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "outbox_test/e2e_fixture.hpp"
 #include "outbox_test/pg_client.hpp"
 #include "outbox_test/relay_process.hpp"
 #include "outbox_test/support.hpp"
@@ -44,48 +45,21 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-class LifecycleIntegration : public ::testing::Test {
+// The end-to-end fixture with one aggregate type; the relays confirm every 200 ms, never create
+// the slot (the tests make it as setup does) and serve no metrics.
+class LifecycleIntegration : public E2eTest {
  protected:
+  LifecycleIntegration() : E2eTest({"lc", {"Lifecycle"}, OUTBOX_TEST_LOG_DIR}) {}
+
   void SetUp() override {
-    try {
-      const Services services = require_services();
-      conninfo_ = services.conninfo;
-      brokers_ = services.brokers;
-      relay_bin_ = services.relay_bin;
-    } catch (const std::exception& e) {
-      GTEST_FAIL() << e.what();
-    }
-    suffix_ = unique_suffix();
-    table_ = "outbox_lc_" + suffix_;
-    qualified_ = "public." + table_;
-    slot_ = "lc_" + suffix_;
-    publication_ = "lc_" + suffix_;
-    aggregatetype_ = "Lifecycle" + suffix_;
-    pg_ = std::make_unique<PgClient>(conninfo_);
-  }
-
-  void TearDown() override {
-    if (relay_ && relay_->is_running() && !relay_->terminate(10s)) relay_->kill9();
-    if (HasFailure() && relay_) {
-      std::cerr << "---- relay log " << relay_->log_path() << " (last lines) ----\n"
-                << tail_file(relay_->log_path(), 40);
-    }
-    if (!pg_) return;
-    try {
-      pg_->drop_slot_if_exists(slot_);
-      pg_->exec("DROP PUBLICATION IF EXISTS " + publication_);
-      pg_->exec("DROP PUBLICATION IF EXISTS " + publication_ + "_leaves");
-      pg_->exec("DROP TABLE IF EXISTS " + qualified_ + " CASCADE");
-      pg_->exec("DROP TABLE IF EXISTS public.other_" + suffix_);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "cleanup: " << e.what();
-    }
-  }
-
-  std::string log_path(const std::string& what) const {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    return std::string(OUTBOX_TEST_LOG_DIR) + "/" + info->name() + "_" + suffix_ + "_" + what +
-           ".log";
+    E2eTest::SetUp();
+    if (HasFatalFailure()) return;
+    qualified_ = qualified_table();
+    aggregatetype_ = aggregatetypes_.at(0);
+    status_interval_ = "200ms";
+    metrics_addr_ = "off";
+    extra_publications_.push_back(publication_ + "_leaves");
+    extra_tables_.push_back("public.other_" + suffix_);
   }
 
   // Runs `outbox-relay <args>` to its end (60 s at most); stdout and stderr apart.
@@ -163,13 +137,7 @@ class LifecycleIntegration : public ::testing::Test {
   // when the relay confirms past an xl_running_xacts record newer than the rows: a CHECKPOINT
   // writes one (the background writer does too, every 15 s of activity).
   void relay_confirms_everything_so_far() {
-    relay_ = std::make_unique<RelayProcess>(
-        relay_bin_,
-        std::vector<std::string>{"--pg", conninfo_, "--brokers", brokers_, "--slot", slot_,
-                                 "--publication", publication_, "--table", qualified_,
-                                 "--no-create", "--status-interval", "200ms", "--metrics-addr",
-                                 "off"},
-        log_path("relay_" + std::to_string(++relays_)));
+    relay_ = &start_relay({"--no-create"});
     const std::int64_t rows = count_rows();
     const Lsn target = pg_->current_wal_lsn();
     ASSERT_TRUE(wait_until(
@@ -203,11 +171,9 @@ class LifecycleIntegration : public ::testing::Test {
     ASSERT_TRUE(wait_until([&] { return !pg_->slot_active(slot_); }, 10s));
   }
 
-  std::string conninfo_, brokers_, relay_bin_, suffix_, table_, qualified_, slot_, publication_,
-      aggregatetype_;
-  std::unique_ptr<PgClient> pg_;
-  std::unique_ptr<RelayProcess> relay_;
-  int commands_ = 0, relays_ = 0;
+  std::string qualified_, aggregatetype_;
+  RelayProcess* relay_ = nullptr;  // the last one started; owned and stopped by the fixture
+  int commands_ = 0;
 };
 
 // A stopped relay, events committed since: status counts exactly the committed outbox inserts
@@ -302,14 +268,8 @@ TEST_F(LifecycleIntegration, StatusWhileTheRelayHoldsTheSlot) {
   create_table(false);
   create_slot_and_publication();
   insert_events(10);
-  relay_ = std::make_unique<RelayProcess>(
-      relay_bin_,
-      std::vector<std::string>{"--pg", conninfo_, "--brokers", brokers_, "--slot", slot_,
-                               "--publication", publication_, "--table", qualified_, "--no-create",
-                               "--status-interval", "200ms", "--metrics-addr", "off"},
-      log_path("relay"));
-  ASSERT_TRUE(wait_until([&] { return pg_->slot_active(slot_) || !relay_->is_running(); }, 60s));
-  ASSERT_TRUE(relay_->is_running()) << tail_file(relay_->log_path(), 20);
+  relay_ = &start_relay({"--no-create"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(*relay_));
   const Lsn target = pg_->current_wal_lsn();
   ASSERT_TRUE(wait_until([&] { return pg_->slot_confirmed_flush(slot_).value_or(0) >= target; },
                          90s, 100ms));

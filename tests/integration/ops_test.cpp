@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "outbox/version.hpp"
+#include "outbox_test/e2e_fixture.hpp"
 #include "outbox_test/http.hpp"
 #include "outbox_test/kafka_reader.hpp"
 #include "outbox_test/pg_client.hpp"
@@ -54,49 +55,10 @@ std::optional<std::uint64_t> value_of(const std::map<std::string, std::string>& 
   return std::stoull(it->second);
 }
 
-class OpsIntegration : public ::testing::Test {
+// The end-to-end fixture with two aggregate types.
+class OpsIntegration : public E2eTest {
  protected:
-  void SetUp() override {
-    try {
-      const Services services = require_services();
-      conninfo_ = services.conninfo;
-      brokers_ = services.brokers;
-      relay_bin_ = services.relay_bin;
-    } catch (const std::exception& e) {
-      GTEST_FAIL() << e.what();
-    }
-    suffix_ = unique_suffix();
-    table_ = "outbox_ops_" + suffix_;
-    slot_ = "ops_" + suffix_;
-    publication_ = "ops_" + suffix_;
-    for (const char* name : {"OpsOrder", "OpsCustomer"}) {
-      aggregatetypes_.push_back(name + suffix_);
-      topics_.push_back("outbox.event." + aggregatetypes_.back());
-    }
-    pg_ = std::make_unique<PgClient>(conninfo_);
-  }
-
-  void TearDown() override {
-    if (relay_ && relay_->is_running() && !relay_->terminate(10s)) relay_->kill9();
-    if (HasFailure() && relay_) {
-      std::cerr << "---- relay log " << relay_->log_path() << " (last lines) ----\n"
-                << tail_file(relay_->log_path(), 60);
-    }
-    if (!pg_) return;
-    try {
-      pg_->drop_slot_if_exists(slot_);
-      pg_->exec("DROP PUBLICATION IF EXISTS " + publication_);
-      pg_->exec("DROP TABLE IF EXISTS public." + table_);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "cleanup: " << e.what();
-    }
-  }
-
-  std::string log_path(const std::string& what) const {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    return std::string(OUTBOX_TEST_LOG_DIR) + "/" + info->name() + "_" + suffix_ + "_" + what +
-           ".log";
-  }
+  OpsIntegration() : E2eTest({"ops", {"OpsOrder", "OpsCustomer"}, OUTBOX_TEST_LOG_DIR}) {}
 
   // Runs `outbox-relay <args>` to its end (30 s at most); stdout and stderr apart.
   CommandResult command(const std::string& name, const std::vector<std::string>& args) {
@@ -118,10 +80,6 @@ class OpsIntegration : public ::testing::Test {
     }
   }
 
-  std::string conninfo_, brokers_, relay_bin_, suffix_, table_, slot_, publication_;
-  std::vector<std::string> aggregatetypes_, topics_;
-  std::unique_ptr<PgClient> pg_;
-  std::unique_ptr<RelayProcess> relay_;
   int commands_ = 0;
 };
 
@@ -133,29 +91,21 @@ TEST_F(OpsIntegration, MetricsMatchKafkaAndTheSlot) {
   constexpr int kPerTransaction = 50;
   constexpr int kEvents = kTransactions * kPerTransaction;
 
-  pg_->exec("CREATE TABLE public." + table_ +
-            " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,"
-            " aggregateid text NOT NULL, type text NOT NULL, payload jsonb NOT NULL)");
+  create_outbox_table();
   const std::uint16_t port = free_port();
-  relay_ = std::make_unique<RelayProcess>(
-      relay_bin_,
-      std::vector<std::string>{"--pg", conninfo_, "--brokers", brokers_, "--slot", slot_,
-                               "--publication", publication_, "--table", "public." + table_,
-                               "--status-interval", "1s", "--summary-interval", "1s",
-                               "--metrics-addr", "127.0.0.1:" + std::to_string(port)},
-      log_path("relay"));
-  std::cerr << "relay log: " << relay_->log_path() << "\n";
+  metrics_addr_ = "127.0.0.1:" + std::to_string(port);
+  RelayProcess& relay = start_relay({"--summary-interval", "1s"});
 
   // Ready means streaming: the slot exists and is held by the relay.
   HttpResult ready;
   ASSERT_TRUE(wait_until(
       [&] {
         ready = http_get(port, "/readyz");
-        return ready.status == 200 || !relay_->is_running();
+        return ready.status == 200 || !relay.is_running();
       },
       60s, 100ms))
       << "/readyz: " << ready.status << " " << ready.body;
-  ASSERT_TRUE(relay_->is_running()) << "relay exited with " << relay_->wait_exit(0ms).value_or(-1);
+  ASSERT_TRUE(relay.is_running()) << "relay exited with " << relay.wait_exit(0ms).value_or(-1);
   ASSERT_EQ(ready.status, 200) << ready.body;
   EXPECT_TRUE(pg_->slot_active(slot_));
   HttpResult health = http_get(port, "/healthz");
@@ -235,12 +185,11 @@ TEST_F(OpsIntegration, MetricsMatchKafkaAndTheSlot) {
 
   // The summary line names the slot and the figures.
   EXPECT_TRUE(wait_until(
-      [&] { return read_file(relay_->log_path()).find("event=summary") != std::string::npos; },
-      10s))
-      << tail_file(relay_->log_path(), 20);
+      [&] { return read_file(relay.log_path()).find("event=summary") != std::string::npos; }, 10s))
+      << tail_file(relay.log_path(), 20);
 
   // Stopping: exit 0, and the endpoint goes away with the process.
-  EXPECT_EQ(relay_->terminate(30s), 0);
+  EXPECT_EQ(relay.terminate(30s), 0);
   EXPECT_EQ(http_get(port, "/healthz").status, 0);
 }
 

@@ -21,16 +21,6 @@ constexpr int kExitConfig = 5;
 
 class PublicationIntegration : public RelayIntegration {
  protected:
-  void TearDown() override {
-    RelayIntegration::TearDown();
-    if (!pg_) return;
-    try {
-      for (const auto& table : extra_tables_) pg_->exec("DROP TABLE IF EXISTS " + table);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "cleanup: " << e.what();
-    }
-  }
-
   // The outbox partitioned by a time column, with one partition per year in `years`.
   void create_partitioned_outbox(const std::vector<int>& years) {
     pg_->exec("CREATE TABLE " + qualified_table() +
@@ -126,8 +116,6 @@ class PublicationIntegration : public RelayIntegration {
     EXPECT_LE(*confirmed, lsn) << "slot confirmed past " << format_lsn(lsn) << ", at "
                                << format_lsn(*confirmed);
   }
-
-  std::vector<std::string> extra_tables_;
 };
 
 // The relay's own publication on a partitioned outbox: partitions are published under the

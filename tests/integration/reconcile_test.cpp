@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "outbox_test/e2e_fixture.hpp"
 #include "outbox_test/kafka_admin.hpp"
 #include "outbox_test/kafka_reader.hpp"
 #include "outbox_test/pg_client.hpp"
@@ -64,52 +65,21 @@ std::set<std::string> ids_of(const std::vector<std::string>& lines) {
   return out;
 }
 
-class ReconcileIntegration : public ::testing::Test {
+// The end-to-end fixture with two aggregate types and an outbox with a created_at column; the
+// relay confirms every 200 ms and serves no metrics.
+class ReconcileIntegration : public E2eTest {
  protected:
+  ReconcileIntegration() : E2eTest({"rec", {"RecOrder", "RecCustomer"}, OUTBOX_TEST_LOG_DIR}) {}
+
   void SetUp() override {
-    try {
-      const Services services = require_services();
-      conninfo_ = services.conninfo;
-      brokers_ = services.brokers;
-      relay_bin_ = services.relay_bin;
-    } catch (const std::exception& e) {
-      GTEST_FAIL() << e.what();
-    }
-    suffix_ = unique_suffix();
-    table_ = "outbox_rec_" + suffix_;
-    slot_ = "rec_" + suffix_;
-    publication_ = "rec_" + suffix_;
-    for (const char* name : {"RecOrder", "RecCustomer"}) {
-      aggregatetypes_.push_back(name + suffix_);
-      topics_.push_back("outbox.event." + aggregatetypes_.back());
-    }
-    pg_ = std::make_unique<PgClient>(conninfo_);
+    E2eTest::SetUp();
+    if (HasFatalFailure()) return;
+    status_interval_ = "200ms";
+    metrics_addr_ = "off";
     pg_->exec("CREATE TABLE public." + table_ +
               " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,"
               " aggregateid text NOT NULL, type text NOT NULL, payload jsonb,"
               " created_at timestamptz NOT NULL DEFAULT clock_timestamp())");
-  }
-
-  void TearDown() override {
-    if (relay_ && relay_->is_running() && !relay_->terminate(10s)) relay_->kill9();
-    if (HasFailure() && relay_) {
-      std::cerr << "---- relay log " << relay_->log_path() << " (last lines) ----\n"
-                << tail_file(relay_->log_path(), 60);
-    }
-    if (!pg_) return;
-    try {
-      pg_->drop_slot_if_exists(slot_);
-      pg_->exec("DROP PUBLICATION IF EXISTS " + publication_);
-      pg_->exec("DROP TABLE IF EXISTS public." + table_);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "cleanup: " << e.what();
-    }
-  }
-
-  std::string log_path(const std::string& what) const {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    return std::string(OUTBOX_TEST_LOG_DIR) + "/" + info->name() + "_" + suffix_ + "_" + what +
-           ".log";
   }
 
   // Runs `outbox-relay reconcile <common flags> <extra>` to its end (120 s at most).
@@ -175,10 +145,6 @@ class ReconcileIntegration : public ::testing::Test {
     return total;
   }
 
-  std::string conninfo_, brokers_, relay_bin_, suffix_, table_, slot_, publication_;
-  std::vector<std::string> aggregatetypes_, topics_;
-  std::unique_ptr<PgClient> pg_;
-  std::unique_ptr<RelayProcess> relay_;
   int commands_ = 0;
 };
 
@@ -189,14 +155,8 @@ TEST_F(ReconcileIntegration, ListsAndRepairsWhatALostSlotMissed) {
   constexpr int kRelayed = 30;  // 10 transactions x 3
   constexpr int kMissed = 24;   // 8 transactions x 3
 
-  relay_ = std::make_unique<RelayProcess>(
-      relay_bin_,
-      std::vector<std::string>{"--pg", conninfo_, "--brokers", brokers_, "--slot", slot_,
-                               "--publication", publication_, "--table", "public." + table_,
-                               "--status-interval", "200ms", "--metrics-addr", "off"},
-      log_path("relay"));
-  ASSERT_TRUE(wait_until([&] { return pg_->slot_active(slot_) || !relay_->is_running(); }, 60s));
-  ASSERT_TRUE(relay_->is_running()) << "relay exited with " << relay_->wait_exit(0ms).value_or(-1);
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
 
   insert_events(10, 3, 0);
   const std::set<std::string> relayed = ids_where("(payload->>'seq')::int < 30");
@@ -207,7 +167,7 @@ TEST_F(ReconcileIntegration, ListsAndRepairsWhatALostSlotMissed) {
         reader.read_until([&](const auto& records) { return records.size() >= kRelayed; }, 60s))
         << reader.records().size() << " of " << kRelayed << " events relayed within 60 s";
   }
-  ASSERT_EQ(relay_->terminate(30s), 0);
+  ASSERT_EQ(relay.terminate(30s), 0);
   // The slot is lost: whatever is committed from now on never reaches the relay.
   pg_->drop_slot_if_exists(slot_);
   const std::int64_t before_repair = records_in_kafka();
