@@ -21,8 +21,7 @@ constexpr std::uint64_t kIsolatedFlag = 1ULL << 62;
 constexpr std::string_view kParked = "PARKED";
 
 // The label of outbox_relay_skipped_changes_total, by Pipeline::Skip.
-constexpr std::array<const char*, 4> kSkipReasons = {"other_table", "update", "delete",
-                                                     "truncate"};
+constexpr std::array<const char*, 4> kSkipReasons = {"other_table", "update", "delete", "truncate"};
 
 std::int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -59,7 +58,6 @@ struct Pipeline::Poison {
   bool size_error;          // the value itself is too large: leave it out of the DLQ record
 };
 
-
 namespace {
 // Byte count of the DLQ record, as its delivery report will give it.
 std::size_t dlq_bytes(const Pipeline::Poison& p);
@@ -67,9 +65,15 @@ std::size_t dlq_bytes(const Pipeline::Poison& p);
 
 Pipeline::Pipeline(const RelayConfig& config, Sink& sink, Metrics& metrics,
                    std::shared_ptr<spdlog::logger> log)
-    : config_(config), sink_(sink), metrics_(metrics), log_(std::move(log)), mapper_(config.mapper) {}
+    : config_(config),
+      sink_(sink),
+      metrics_(metrics),
+      log_(std::move(log)),
+      mapper_(config.mapper) {}
 
-std::string Pipeline::table_name() const { return config_.mapper.schema + "." + config_.mapper.table; }
+std::string Pipeline::table_name() const {
+  return config_.mapper.schema + "." + config_.mapper.table;
+}
 
 void Pipeline::fail(Fatal f) {
   if (!fatal_) fatal_ = std::move(f);
@@ -110,8 +114,7 @@ void Pipeline::count_skip(std::uint32_t relid, Skip skip, std::string_view table
   }
   ++it->second;
   // Once per relation and reason: a skip is never invisible, and never floods the log.
-  if (logged_skips_.insert((std::uint64_t{relid} << 2) | static_cast<std::uint64_t>(skip))
-          .second) {
+  if (logged_skips_.insert((std::uint64_t{relid} << 2) | static_cast<std::uint64_t>(skip)).second) {
     log_->info(
         "event=skipping slot={} reason={} table={} relid={}: not an insert into {}.{}; "
         "counted in outbox_relay_skipped_changes_total, logged once",
@@ -265,8 +268,7 @@ Pipeline::Step Pipeline::on_message(const pgoutput::Insert& ins, const pgoutput:
                                     : sink_.produce(rec, *txn_, Route::kBatched);
   switch (pr.status) {
     case kafka::ProduceStatus::kQueued:
-      tracker_.add_event(*txn_,
-                         (ev.key ? ev.key->size() : 0) + (ev.value ? ev.value->size() : 0));
+      tracker_.add_event(*txn_, (ev.key ? ev.key->size() : 0) + (ev.value ? ev.value->size() : 0));
       if (suspect) {
         isolation_inflight_ = true;
         suspects_.erase(suspects_.find(ev.id));
@@ -281,10 +283,8 @@ Pipeline::Step Pipeline::on_message(const pgoutput::Insert& ins, const pgoutput:
         return Pipeline::Step::kWaitDelivery;
       }
       // Rejected before it left the process (e.g. larger than message.max.bytes).
-      Poison p{ev.id,        ev.key,
-               ev.value,     ev.type,
-               ev.topic,     table_name(),
-               pr.error,     first_word(pr.error),
+      Poison p{ev.id,        ev.key,       ev.value, ev.type,
+               ev.topic,     table_name(), pr.error, first_word(pr.error),
                pr.size_error};
       return poison_in_stream(p);
     }
@@ -320,8 +320,7 @@ std::size_t dlq_bytes(const Pipeline::Poison& p) {
 
 std::string Pipeline::describe(const Poison& p, Lsn lsn) const {
   return "event" + (p.id.empty() ? std::string() : " id=" + std::string(p.id)) + " of table " +
-         p.table +
-         (p.original_topic.empty() ? "" : " for topic " + std::string(p.original_topic)) +
+         p.table + (p.original_topic.empty() ? "" : " for topic " + std::string(p.original_topic)) +
          " (transaction commit LSN " + lsn.to_string() + "): " + p.reason;
 }
 
@@ -351,7 +350,8 @@ Pipeline::Step Pipeline::poison_in_stream(const Poison& p) {
     } else {
       --metrics_.delivery_errors[p.reason_code];
     }
-    if (stopped) begin_rewind("dead-letter record not accepted: producer stopped at a refused batch");
+    if (stopped)
+      begin_rewind("dead-letter record not accepted: producer stopped at a refused batch");
     return Pipeline::Step::kWaitDelivery;
   }
   throw FatalError({kExitPoisonEvent, "cannot dead-letter " + describe(p, commit_lsn_) +
@@ -415,15 +415,13 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
     }
     ++metrics_.delivery_errors[std::string(d.error_name)];
     Lsn lsn = tracker_.commit_lsn_of(txn).value_or(Lsn{});
-    Poison p{d.id_header, d.key,
-             d.value,     d.type_header,
-             d.topic,     table_name(),
-             d.error,     std::string(d.error_name),
+    Poison p{d.id_header, d.key,        d.value, d.type_header,
+             d.topic,     table_name(), d.error, std::string(d.error_name),
              d.size_error};
     if (dlq_record || config_.on_error == OnError::kFail) {
-      fail({kExitPoisonEvent,
-            std::string(dlq_record ? "dead-letter record of " : "delivery of ") +
-                describe(p, lsn) + "; slot " + config_.slot + " is not confirmed past it"});
+      fail({kExitPoisonEvent, std::string(dlq_record ? "dead-letter record of " : "delivery of ") +
+                                  describe(p, lsn) + "; slot " + config_.slot +
+                                  " is not confirmed past it"});
     } else if (dead_letter(p, txn, lsn) != kafka::ProduceStatus::kQueued) {
       if (sink_.stopped()) {
         // The main producer stopped at a refused batch meanwhile: this record goes alone again.
@@ -464,6 +462,5 @@ void Pipeline::rewound() {
   log_->info("event=rewound slot={} confirmed={} to_send_alone={}", config_.slot,
              confirmable().to_string(), suspects_.size());
 }
-
 
 }  // namespace outbox::relay

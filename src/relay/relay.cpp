@@ -541,7 +541,8 @@ class Relay::Impl : private Pipeline::Sink {
     kafka::ProducerConfig c = config_.producer;
     c.properties.emplace_back("enable.gapless.guarantee", "true");
     return std::make_unique<kafka::Producer>(
-        io_.get_executor(), c, [this](const kafka::Delivery& d) {
+        io_.get_executor(), c,
+        [this](const kafka::Delivery& d) {
           pipeline_.on_delivery(d);
           after_delivery();
         },
@@ -557,7 +558,8 @@ class Relay::Impl : private Pipeline::Sink {
       single.properties.emplace_back("batch.num.messages", "1");
       single.properties.emplace_back("linger.ms", "0");
       isolation_producer_ = std::make_unique<kafka::Producer>(
-          io_.get_executor(), single, [this](const kafka::Delivery& r) {
+          io_.get_executor(), single,
+          [this](const kafka::Delivery& r) {
             pipeline_.on_delivery(r);
             after_delivery();
           },
@@ -672,7 +674,8 @@ class Relay::Impl : private Pipeline::Sink {
   Lsn last_reported_;
   Clock::time_point last_status_sent_;
   bool rewind_signalled_ = false;
-  Lsn last_rewind_at_;  // confirmed position at the last rewind  // wake_all() ran for the rewind under way
+  Lsn last_rewind_at_;  // confirmed position at the last rewind  // wake_all() ran for the rewind
+                        // under way
   Metrics metrics_;
   Pipeline pipeline_;  // last: it refers to config_, metrics_ and the producers (as its Sink)
 };

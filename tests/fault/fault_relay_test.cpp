@@ -379,9 +379,9 @@ TEST_F(FaultTest, RefusedBatchKeepsAggregateOrder) {
     good.emplace(*row[0], CommittedRow{std::stoll(*row[1]), *row[2]});
   }
   ASSERT_EQ(good.size(), static_cast<std::size_t>(kEvents - 1));
-  const std::string poison_id = pg_->scalar("SELECT id::text FROM " + qualified_table() +
-                                            " WHERE aggregateid IS NULL")
-                                    .value_or("?");
+  const std::string poison_id =
+      pg_->scalar("SELECT id::text FROM " + qualified_table() + " WHERE aggregateid IS NULL")
+          .value_or("?");
 
   KafkaReader reader(brokers_, {topic_, dlq_topic});
   std::unordered_set<std::string> good_read;  // ids read on the topic (not the dead-letter one)

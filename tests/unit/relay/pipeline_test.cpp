@@ -122,8 +122,12 @@ class RecordingSink : public Pipeline::Sink {
                                Pipeline::Route route) override {
     if (queue_full) return {kafka::ProduceStatus::kQueueFull, {}, false};
     if (gap) return {kafka::ProduceStatus::kFailed, "_FATAL: producer stopped", false};
-    Produced p{std::string(r.topic), r.key ? std::optional<std::string>(*r.key) : std::nullopt,
-               "", "", opaque, route,
+    Produced p{std::string(r.topic),
+               r.key ? std::optional<std::string>(*r.key) : std::nullopt,
+               "",
+               "",
+               opaque,
+               route,
                (r.key ? r.key->size() : 0) + (r.value ? r.value->size() : 0)};
     for (const auto& h : r.headers) {
       if (h.name == "id") p.id = std::string(h.value.value_or(""));
@@ -202,9 +206,9 @@ TEST_F(PipelineTest, ConfirmsOnlyTheAcknowledgedPrefix) {
 }
 
 TEST_F(PipelineTest, CheckCapsTheConfirmedPosition) {
-  pipeline_.emplace(config_, sink_, metrics_,
-                    std::make_shared<spdlog::logger>(
-                        "test", std::make_shared<spdlog::sinks::null_sink_mt>()));
+  pipeline_.emplace(
+      config_, sink_, metrics_,
+      std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>()));
   ASSERT_EQ(step(relation()), Step::kDone);
   pipeline_->publication_verified(Lsn{0x1005});
   ASSERT_EQ(step(begin(0x1000)), Step::kDone);
@@ -265,7 +269,8 @@ TEST_F(PipelineTest, PoisonUnderDlqParksItsAggregate) {
   ASSERT_EQ(sink_.records.size(), 3u);
   EXPECT_EQ(sink_.records[0].topic, "dlq");
   EXPECT_EQ(sink_.records[1].topic, "dlq");
-  EXPECT_EQ(sink_.records[1].error_header.rfind("parked: ", 0), 0u) << sink_.records[1].error_header;
+  EXPECT_EQ(sink_.records[1].error_header.rfind("parked: ", 0), 0u)
+      << sink_.records[1].error_header;
   EXPECT_EQ(sink_.records[2].topic, "outbox.event.order");
   EXPECT_EQ(metrics_.dlq_events, 2u);
   EXPECT_EQ(metrics_.parked_events, 1u);
