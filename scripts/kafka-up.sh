@@ -3,8 +3,19 @@
 # jars listed in scripts/kafka/pom.xml and prints its bootstrap address on stdout.
 # Already running: just prints the bootstrap address.
 #   state:   $REPO/.local/kafka/{libs,data,server.properties,server.log,kafka.pid,cluster.id}
-#   ports:   ${OUTBOX_KAFKA_PORT:-59092} (PLAINTEXT), ${OUTBOX_KAFKA_CONTROLLER_PORT:-59093}
-# Writes OUTBOX_BROKERS and OUTBOX_KAFKA_PID_FILE to $REPO/.local/env.
+#   ports:   ${OUTBOX_KAFKA_PORT:-59092} (PLAINTEXT), ${OUTBOX_KAFKA_CONTROLLER_PORT:-59093},
+#            ${OUTBOX_KAFKA_SASL_PORT:-59094} (SASL_SSL: SCRAM-SHA-512 and PLAIN over TLS),
+#            ${OUTBOX_KAFKA_MTLS_PORT:-59095} (SSL with a required client certificate)
+#   TLS:     $REPO/.local/kafka/tls: a self-signed CA, the broker's certificate (127.0.0.1,
+#            localhost) and a client certificate for the relay's principal, made once by openssl
+#   ACLs:    StandardAuthorizer. Super users: User:ANONYMOUS (the PLAINTEXT and CONTROLLER
+#            listeners, so every test on PLAINTEXT works as before) and User:admin. The relay's
+#            principal User:outbox-relay (SASL user, or the client certificate's CN) may create,
+#            write and describe topics whose names start with outbox.event. or outbox.dlq, and
+#            nothing else.
+# Writes OUTBOX_BROKERS, OUTBOX_KAFKA_PID_FILE and the secured listeners' addresses, CA, client
+# certificate and credentials (OUTBOX_KAFKA_SASL_*, OUTBOX_KAFKA_MTLS_*, OUTBOX_KAFKA_CA) to
+# $REPO/.local/env.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -23,7 +34,60 @@ mkdir -p "$KAFKA_DIR"
 write_env() {
   env_set OUTBOX_BROKERS "$KAFKA_BOOTSTRAP"
   env_set OUTBOX_KAFKA_PID_FILE "$KAFKA_PID_FILE"
+  env_set OUTBOX_KAFKA_SASL_BROKERS "$KAFKA_HOST:$KAFKA_SASL_PORT"
+  env_set OUTBOX_KAFKA_MTLS_BROKERS "$KAFKA_HOST:$KAFKA_MTLS_PORT"
+  env_set OUTBOX_KAFKA_CA "$TLS_DIR/ca.pem"
+  env_set OUTBOX_KAFKA_CLIENT_CERT "$TLS_DIR/relay.pem"
+  env_set OUTBOX_KAFKA_CLIENT_KEY "$TLS_DIR/relay.key"
+  env_set OUTBOX_KAFKA_SASL_USER "$RELAY_USER"
+  env_set OUTBOX_KAFKA_SASL_PASSWORD "$(secret relay)"
+  env_set OUTBOX_KAFKA_ADMIN_USER admin
+  env_set OUTBOX_KAFKA_ADMIN_PASSWORD "$(secret admin)"
 }
+
+# ---- TLS material and credentials (made once, kept across restarts) --------------------
+TLS_DIR="$KAFKA_DIR/tls"
+SECRETS_DIR="$KAFKA_DIR/secrets"
+RELAY_USER=outbox-relay
+# secret NAME: the password of user NAME, made once (random, 24 hex digits).
+secret() { cat "$SECRETS_DIR/$1"; }
+make_security_material() {
+  mkdir -p "$TLS_DIR" "$SECRETS_DIR"
+  chmod 700 "$SECRETS_DIR"
+  local user
+  for user in relay admin; do
+    if [ ! -s "$SECRETS_DIR/$user" ]; then
+      (umask 077 && openssl rand -hex 12 >"$SECRETS_DIR/$user.tmp")
+      mv "$SECRETS_DIR/$user.tmp" "$SECRETS_DIR/$user"
+    fi
+  done
+  [ -s "$TLS_DIR/relay.pem" ] && return 0
+  command -v openssl >/dev/null 2>&1 || die "openssl not found; run scripts/install-deps.sh"
+  log "making a test CA, the broker's and the relay's certificates in $TLS_DIR"
+  local t="$TLS_DIR/tmp"
+  rm -rf "$t" && mkdir -p "$t"
+  # EC P-256 keys: made in milliseconds; Java 17 and librdkafka (OpenSSL 3) both take them.
+  openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -days 3650 \
+    -subj "/CN=outbox-relay test CA" -keyout "$t/ca.key" -out "$t/ca.pem" 2>/dev/null
+  # cert NAME CN EXTENSIONS: a key (PKCS#8, as Kafka's PEM key store wants it) and a
+  # certificate signed by the CA.
+  cert() {
+    openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -subj "/CN=$2" \
+      -keyout "$t/$1.key" -out "$t/$1.csr" 2>/dev/null
+    printf '%s\n' "$3" >"$t/$1.ext"
+    openssl x509 -req -in "$t/$1.csr" -CA "$t/ca.pem" -CAkey "$t/ca.key" -CAcreateserial \
+      -days 3650 -extfile "$t/$1.ext" -out "$t/$1.pem" 2>/dev/null
+  }
+  cert broker localhost "subjectAltName=IP:127.0.0.1,DNS:localhost
+extendedKeyUsage=serverAuth"
+  cert relay "$RELAY_USER" "extendedKeyUsage=clientAuth"
+  # The broker's key store: key and certificate chain in one PEM file.
+  cat "$t/broker.key" "$t/broker.pem" "$t/ca.pem" >"$t/broker-keystore.pem"
+  chmod 600 "$t"/*.key "$t/broker-keystore.pem"
+  mv "$t"/{ca.pem,ca.key,broker-keystore.pem,relay.pem,relay.key} "$TLS_DIR/"
+  rm -rf "$t"
+}
+make_security_material
 
 # Tool logging config first: kafka_tool (lib.sh) points at it.
 cat >"$KAFKA_DIR/tools-log4j2.properties" <<'EOF'
@@ -72,9 +136,24 @@ cat >"$CONF" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT,CONTROLLER://$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT,CONTROLLER://$KAFKA_HOST:$KAFKA_CONTROLLER_PORT,SASL_SSL://$KAFKA_HOST:$KAFKA_SASL_PORT,SSL://$KAFKA_HOST:$KAFKA_MTLS_PORT
+advertised.listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT,SASL_SSL://$KAFKA_HOST:$KAFKA_SASL_PORT,SSL://$KAFKA_HOST:$KAFKA_MTLS_PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL
+# TLS on SASL_SSL and SSL: the broker's certificate from the test CA; SSL requires a client
+# certificate from the same CA, whose CN becomes the principal (User:outbox-relay).
+ssl.keystore.type=PEM
+ssl.keystore.location=$TLS_DIR/broker-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$TLS_DIR/ca.pem
+listener.name.ssl.ssl.client.auth=required
+ssl.principal.mapping.rules=RULE:^CN=([^,]+)\$/\$1/,DEFAULT
+sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="$(secret admin)" user_$RELAY_USER="$(secret relay)";
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+# ACLs (made by this script, kept in the metadata log). ANONYMOUS is every PLAINTEXT and
+# CONTROLLER client, the broker itself included.
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:admin
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$DATA
@@ -124,18 +203,25 @@ if [ ! -f "$DATA/meta.properties" ]; then
   fi
   log "formatting $DATA (cluster id $(cat "$CLUSTER_ID_FILE"))"
   rm -rf "$DATA"
+  # SCRAM credentials go into the metadata log with the format, for free; provision() below
+  # adds them to storage formatted before they existed.
   if ! kafka_tool kafka.tools.StorageTool format -t "$(cat "$CLUSTER_ID_FILE")" -c "$CONF" \
+    --add-scram "SCRAM-SHA-512=[name=$RELAY_USER,password=$(secret relay)]" \
+    --add-scram "SCRAM-SHA-512=[name=admin,password=$(secret admin)]" \
     >"$KAFKA_DIR/format.log" 2>&1; then
     cat "$KAFKA_DIR/format.log" >&2
     die "kafka storage format failed"
   fi
+  touch "$DATA/.outbox-scram-at-format"
 fi
 
 # ---- start ------------------------------------------------------------------------------
 if ! pid="$(kafka_pid)"; then
-  if port_open "$KAFKA_HOST" "$KAFKA_PORT" || port_open "$KAFKA_HOST" "$KAFKA_CONTROLLER_PORT"; then
-    die "port $KAFKA_PORT or $KAFKA_CONTROLLER_PORT is already in use by another process"
-  fi
+  for port in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_SASL_PORT" "$KAFKA_MTLS_PORT"; do
+    if port_open "$KAFKA_HOST" "$port"; then
+      die "port $port is already in use by another process"
+    fi
+  done
   [ -f "$SERVER_LOG" ] && mv -f "$SERVER_LOG" "$SERVER_LOG.prev"
   log "starting Kafka $(basename "$kafka_jar" .jar | sed 's/^kafka_2.13-//') on $KAFKA_BOOTSTRAP (log: $SERVER_LOG)"
   (
@@ -198,6 +284,37 @@ if ! $ready; then
   exit 1
 fi
 log "Kafka ready in $(($(now_ms) - start)) ms"
+
+# ---- SCRAM users and ACLs: once per data directory (they live in the metadata log) -------
+# The marker holds a hash of what was provisioned; a change (new password, new rule) runs it
+# again. Each tool run is a JVM start (~2 s), so the fast path skips them.
+provision_spec="users=$RELAY_USER,admin $(secret relay) $(secret admin) acl=v1"
+provision_sum="$(printf '%s' "$provision_spec" | sha256sum | cut -d' ' -f1)"
+PROVISIONED="$DATA/.outbox-provisioned"
+if [ "$(cat "$PROVISIONED" 2>/dev/null)" != "$provision_sum" ]; then
+  log "provisioning SCRAM users and ACLs"
+  if [ ! -f "$DATA/.outbox-scram-at-format" ]; then
+    for user in "$RELAY_USER" admin; do
+      name=relay
+      [ "$user" = admin ] && name=admin
+      KAFKA_TOOL_TIMEOUT=60 kafka_tool org.apache.kafka.tools.ConfigCommand \
+        --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
+        --alter --entity-type users --entity-name "$user" \
+        --add-config "SCRAM-SHA-512=[password=$(secret "$name")]" >/dev/null ||
+        die "could not add the SCRAM credentials of $user"
+    done
+  fi
+  # The relay's principal: its topics (outbox.event.*, outbox.dlq*) and nothing else. Create:
+  # topics are auto-created on first use. Write implies Describe (metadata) and, since Kafka
+  # 2.8, the idempotent producer's IdempotentWrite.
+  KAFKA_TOOL_TIMEOUT=60 kafka_tool org.apache.kafka.tools.AclCommand \
+    --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
+    --add --allow-principal "User:$RELAY_USER" --operation Write --operation Create \
+    --operation Describe --resource-pattern-type prefixed \
+    --topic outbox.event. --topic outbox.dlq >/dev/null ||
+    die "could not add the ACLs of User:$RELAY_USER"
+  printf '%s\n' "$provision_sum" >"$PROVISIONED"
+fi
 
 write_env
 printf '%s\n' "$KAFKA_BOOTSTRAP"
