@@ -11,12 +11,13 @@ import os
 import statistics
 import sys
 
-CONSUMERS = ["decoder", "recvlogical", "drain", "relay", "debezium"]
+CONSUMERS = ["decoder", "recvlogical", "drain", "relay", "relay_tls", "debezium"]
 LABEL = {
     "decoder": "decoder alone (pg_logical_slot_get_binary_changes)",
     "recvlogical": "pg_recvlogical (pgoutput, to /dev/null)",
     "drain": "walsender ceiling: bench_tool drain (reads like the relay, discards, no Kafka)",
     "relay": "outbox-relay (until last ack)",
+    "relay_tls": "outbox-relay through SASL_SSL (PLAIN over TLS, until last ack)",
     "debezium": "Debezium 3.6 + outbox router (Connect standalone)",
 }
 WORKLOAD = {
@@ -105,6 +106,7 @@ def main():
             "relay_over_recvlogical": ratio(wl, "relay", "recvlogical"),
             "relay_over_debezium": ratio(wl, "relay", "debezium"),
             "relay_over_drain": ratio(wl, "relay", "drain"),
+            "relay_tls_over_relay": ratio(wl, "relay_tls", "relay"),
             "drain_over_decoder": ratio(wl, "drain", "decoder"),
         }
         if dbz.get("steady_events_per_s") and relay.get("events_per_s"):
@@ -192,11 +194,17 @@ def main():
             md.append(f"| {LABEL[c]} | {fnum(e['events_per_s'])} | {fnum(e['payload_mb_per_s'], 1)} | "
                       f"{fnum(e['cpu_s_per_million_events'], 2)} | {fnum(e['peak_rss_mib'], 1)} | {'; '.join(notes)} |")
         r = ratios[wl]
+        relay_row = table[wl].get("relay", {})
         parts = [f"relay/decoder-alone **{fnum(r['relay_over_decoder'], 2)}**",
                  f"relay/pg_recvlogical **{fnum(r['relay_over_recvlogical'], 2)}**"]
         if r.get("relay_over_drain"):
             parts.append(f"relay/walsender ceiling **{fnum(r['relay_over_drain'], 2)}** "
                          f"(the ceiling is {fnum(r.get('drain_over_decoder'), 2)} of the decoder alone)")
+        if r.get("relay_tls_over_relay"):
+            tls = table[wl].get("relay_tls", {})
+            cpu = (tls.get("cpu_s_per_million_events") or 0) / (relay_row.get("cpu_s_per_million_events") or 1)
+            parts.append(f"relay through SASL_SSL/plaintext **{fnum(r['relay_tls_over_relay'], 2)}** "
+                         f"(CPU per event {fnum(cpu, 2)}x)")
         if r.get("relay_over_debezium"):
             parts.append(f"relay/Debezium **{fnum(r['relay_over_debezium'], 1)}** "
                          f"(vs its first-to-last rate {fnum(r.get('relay_over_debezium_steady'), 1)}), "

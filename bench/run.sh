@@ -3,7 +3,8 @@
 # (pg_logical_slot_get_binary_changes), pg_recvlogical, a walsender ceiling (bench_tool drain)
 # and Debezium, on the same slot contents. scripts/bench.sh runs this script.
 #
-#   bench/run.sh            full run: W1, W2, W3 x 3 repetitions x 5 consumers, latency run,
+#   bench/run.sh            full run: W1, W2, W3 x 3 repetitions x 6 consumers (the relay on
+#                           PLAINTEXT and through SASL_SSL), latency run,
 #                           micro-benchmark; results in bench/results/ (markdown + JSON)
 #   bench/run.sh --quick    smoke run for CI (< 1 min): tiny workloads, 1 repetition, no
 #                           Debezium, 5 s latency run; results in .local/bench/. Fails when a
@@ -130,6 +131,23 @@ fi
 read -r -a RELAY_ARGS <<<"${OUTBOX_BENCH_RELAY_ARGS:-}"
 
 CONSUMERS=(decoder recvlogical drain relay)
+# The relay through SASL_SSL (PLAIN over TLS) beside plaintext: what security costs. The
+# broker's listener, CA and credentials come from .local/env (scripts/kafka-up.sh).
+# shellcheck disable=SC1090
+source "$ENV_FILE"
+if [ -n "${OUTBOX_KAFKA_SASL_BROKERS:-}" ] && "$RELAY" --help 2>&1 | grep -q -- '--kafka-config'; then
+  SASL_BROKERS=$OUTBOX_KAFKA_SASL_BROKERS
+  SASL_CONFIG="$WORK/relay_tls.properties"
+  (
+    umask 077
+    printf '%s\n' security.protocol=SASL_SSL sasl.mechanism=PLAIN \
+      "sasl.username=$OUTBOX_KAFKA_SASL_USER" "sasl.password=$OUTBOX_KAFKA_SASL_PASSWORD" \
+      "ssl.ca.location=$OUTBOX_KAFKA_CA" >"$SASL_CONFIG"
+  )
+  CONSUMERS+=(relay_tls)
+else
+  log "no SASL_SSL listener in .local/env or a relay without --kafka-config: no relay_tls row"
+fi
 [ "$DEBEZIUM" = 1 ] && CONSUMERS+=(debezium)
 
 # prepare_rep WL REP NTXN PER BYTES: fresh table, publications, slots and topics, then the load;
@@ -143,6 +161,9 @@ prepare_rep() {
     psql_q -c "SELECT pg_create_logical_replication_slot('bench_$c', 'pgoutput')" >/dev/null
   done
   topics="bench.$RUN_ID.$wl.$rep.relay.order"
+  for c in "${CONSUMERS[@]}"; do
+    [ "$c" = relay_tls ] && topics+=",$(relay_topic relay_tls "$wl" "$rep").order"
+  done
   [ "$DEBEZIUM" = 1 ] && topics+=",bench.$RUN_ID.$wl.$rep.dbz.order"
   "$TOOL" create-topics --brokers "$BROKERS" --topics "$topics"
   t0=$(now_ns)

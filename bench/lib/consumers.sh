@@ -3,23 +3,25 @@
 # execute it.
 #
 # Throughput: run_<consumer> WORKLOAD REP SLOT EVENTS PAYLOAD_BYTES END_LSN, consumer one of
-# decoder, recvlogical, drain, relay, debezium. Each reads its slot up to END_LSN (or until
+# decoder, recvlogical, drain, relay, relay_tls (the relay through the broker's SASL_SSL
+# listener, PLAIN over TLS), debezium. Each reads its slot up to END_LSN (or until
 # EVENTS records are in Kafka), appends one line to $RUNS (record), prints nothing and returns
 # non-zero on failure. Its files go to $WORK/WORKLOAD.REP.CONSUMER/.
 # Latency: run_latency RATE SECONDS OUT (the relay under paced inserts; one key=value line in OUT).
 #
 # Globals from the driver: WORK, RUN_ID, PG, BROKERS, RELAY, RELAY_ARGS (array),
-# RELAY_HAS_METRICS, TOOL, TIMEOUT, DBZ_LIBS, REPO.
+# RELAY_HAS_METRICS, TOOL, TIMEOUT, DBZ_LIBS, REPO; for relay_tls SASL_BROKERS and
+# SASL_CONFIG (a --kafka-config file).
 
 # start_relay DIR SLOT TOPIC: starts the relay in the background with the command line of every
 # relay run of the bench (built here only, so the throughput and the latency runs cannot drift
 # apart): slot SLOT of publication bench_pub, records to TOPIC.<aggregatetype>, confirmations
 # every 200 ms (so the confirmation time can be seen), $OUTBOX_BENCH_RELAY_ARGS last. Log in
 # DIR/log, the command line in DIR/cmdline. Sets RELAY_PID and RELAY_METRICS_URL (empty when
-# the relay has no /metrics).
+# the relay has no /metrics). With BROKERS and a KAFKA_CONFIG file: those instead of $BROKERS.
 start_relay() {
-  local d=$1 slot=$2 topic=$3
-  local argv=("$RELAY" --pg "$PG" --brokers "$BROKERS" --slot "$slot" --publication bench_pub
+  local d=$1 slot=$2 topic=$3 brokers=${4:-$BROKERS} kafka_config=${5:-}
+  local argv=("$RELAY" --pg "$PG" --brokers "$brokers" --slot "$slot" --publication bench_pub
     --table public.bench_outbox --topic "$topic.\${aggregatetype}" --no-create
     --status-interval 200ms --log-level warn)
   RELAY_METRICS_URL=""
@@ -30,6 +32,7 @@ start_relay() {
     argv+=(--metrics-addr "127.0.0.1:$port")
     RELAY_METRICS_URL="http://127.0.0.1:$port/metrics"
   fi
+  [ -n "$kafka_config" ] && argv+=(--kafka-config "$kafka_config")
   argv+=("${RELAY_ARGS[@]}")
   printf '%q ' "${argv[@]}" >"$d/cmdline"
   "${argv[@]}" >"$d/log" 2>&1 &
@@ -90,13 +93,26 @@ run_drain() {
     --publication bench_pub --end-lsn "$end" --timeout-s "$TIMEOUT"
 }
 
+# relay_topic CONSUMER WL REP: the topic prefix of a relay run. Through SASL_SSL the relay's
+# principal may write outbox.event.* only (the test broker's ACLs).
+relay_topic() {
+  if [ "$1" = relay_tls ]; then
+    printf 'outbox.event.bench.%s.%s.%s.%s\n' "$RUN_ID" "$2" "$3" "$1"
+  else
+    printf 'bench.%s.%s.%s.%s\n' "$RUN_ID" "$2" "$3" "$1"
+  fi
+}
+
+# run_relay WL REP SLOT N BYTES END [CONSUMER BROKERS KAFKA_CONFIG]: the relay, by default on
+# the PLAINTEXT listener; its records are counted there in any case.
 run_relay() {
-  local wl=$1 rep=$2 slot=$3 n=$4 bytes=$5 end=$6
-  local d="$WORK/$wl.$rep.relay" topic="bench.$RUN_ID.$wl.$rep.relay"
+  local wl=$1 rep=$2 slot=$3 n=$4 bytes=$5 end=$6 consumer=${7:-relay}
+  local d="$WORK/$wl.$rep.$consumer" topic
+  topic=$(relay_topic "$consumer" "$wl" "$rep")
   mkdir -p "$d"
   local t0 pid waiter confirmer first last cpu rss tc
   t0=$(now_ns)
-  start_relay "$d" "$slot" "$topic"
+  start_relay "$d" "$slot" "$topic" "${8:-$BROKERS}" "${9:-}"
   pid=$RELAY_PID
   (wait_confirmed "$slot" "$end" >/dev/null && now_ns >"$d/confirmed") &
   confirmer=$!
@@ -106,7 +122,7 @@ run_relay() {
   if ! wait_while_alive "$waiter" "$pid" relay; then
     kill "$confirmer" 2>/dev/null || true
     stop_pid "$pid"
-    log "relay failed; its log:"
+    log "$consumer failed; its log:"
     tail -n 20 "$d/log" >&2
     return 1
   fi
@@ -115,13 +131,18 @@ run_relay() {
   read -r first last <"$d/acked"
   if ! wait "$confirmer"; then
     stop_pid "$pid"
-    log "relay: the slot was not confirmed up to $end"
+    log "$consumer: the slot was not confirmed up to $end"
     return 1
   fi
   tc=$(cat "$d/confirmed")
   stop_pid "$pid" INT
-  record "$wl" "$rep" relay "$n" "$bytes" "$(secs "$t0" "$last")" "$cpu" "$rss" \
+  record "$wl" "$rep" "$consumer" "$n" "$bytes" "$(secs "$t0" "$last")" "$cpu" "$rss" \
     "$(secs "$t0" "$tc")" "$(secs "$first" "$last")"
+}
+
+# The relay through the broker's SASL_SSL listener, PLAIN over TLS (what security costs).
+run_relay_tls() {
+  run_relay "$1" "$2" "$3" "$4" "$5" "$6" relay_tls "$SASL_BROKERS" "$SASL_CONFIG"
 }
 
 # Debezium's PostgreSQL connector and outbox event router on Kafka Connect standalone.

@@ -35,6 +35,9 @@ struct Flag {
   std::string required;  // non-empty: the flag must be given a non-empty value; the message hint
   std::string alias;     // another name (e.g. -h), not listed in the help
   bool stops = false;    // a switch such as --help: once given, required flags are not checked
+  // The row may also come from the environment (env_name()). Off for --help, --version, -X
+  // (repeatable) and switches that must be typed on purpose (--yes, --repair).
+  bool from_env = true;
   // The row's error is reported only after --help and the required flags were checked, and a
   // later good value clears it: how empty names, --table, --topic and --timeout were always
   // checked (after the whole command line was read).
@@ -52,14 +55,29 @@ struct Flag {
     deferred = true;
     return std::move(*this);
   }
+  Flag argv_only() && {
+    from_env = false;
+    return std::move(*this);
+  }
 };
 
 using Table = std::vector<Flag>;
 
-// Applies `args` ("--flag value", "--flag=value", "-Xvalue", switches) to `table` in order; then,
-// unless a stopping switch was given, checks that every required row got a non-empty value, then
-// reports the errors of deferred rows (each time the first in table order). Throws UsageError.
-void parse(const std::vector<std::string>& args, const Table& table);
+// The environment as the parser sees it (reconcile_options.hpp).
+using Environment = app::Environment;
+
+// Every flag's environment variable: OUTBOX_RELAY_ and the name without its dashes, upper case,
+// '-' as '_' (--kafka-config: OUTBOX_RELAY_KAFKA_CONFIG). Empty for a row that is argv only.
+inline constexpr const char* kEnvPrefix = "OUTBOX_RELAY_";
+std::string env_name(const Flag& flag);
+
+// Applies the environment's values of the table's rows first (in table order; a switch takes
+// 1/true/yes/on or 0/false/no/off/empty; errors name the variable and the flag), then `args`
+// ("--flag value", "--flag=value", "-Xvalue", switches) in order, so the command line wins;
+// then, unless a stopping switch was given, checks that every required row got a non-empty
+// value, then reports the errors of deferred rows (each time the first in table order). Throws
+// UsageError.
+void parse(const std::vector<std::string>& args, const Table& table, const Environment& env = {});
 
 // The flag lines of --help: "  NAME METAVAR" and the help text from column 33.
 std::string help(const Table& table);
@@ -136,7 +154,13 @@ Flag choice(std::string name, std::string metavar, T& target, std::string noun,
   return {std::move(name), std::move(metavar), std::move(help), std::move(apply)};
 }
 
-// PROPERTY=VALUE, repeatable: appended to `target`.
+// A file of librdkafka properties, as kcat -F reads one: PROPERTY=VALUE lines (the name and the
+// value trimmed of surrounding blanks), '#' comment lines and blank lines. Read when the flag is
+// applied; the last file given replaces `target`. Errors name the flag and FILE:LINE, never the
+// line's text (it may hold a secret).
+Flag properties_file(std::string name, std::vector<std::pair<std::string, std::string>>& target,
+                     std::string help);
+// PROPERTY=VALUE, repeatable: appended to `target`. Argv only.
 Flag property(std::string name, std::vector<std::pair<std::string, std::string>>& target,
               std::string help);
 // SCHEMA.TABLE or TABLE (schema public). Deferred.

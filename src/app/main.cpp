@@ -10,6 +10,7 @@
 #include <boost/system/system_error.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 
@@ -131,7 +132,7 @@ int run_relay(const outbox::app::Options& options) {
   try {
     relay = std::make_unique<outbox::relay::Relay>(io, options.relay);
   } catch (const outbox::kafka::ConfigError& e) {
-    std::fprintf(stderr, "outbox-relay: -X: %s\n", e.what());
+    std::fprintf(stderr, "outbox-relay: Kafka configuration (-X, --kafka-config): %s\n", e.what());
     return outbox::relay::kExitUsage;
   } catch (const std::invalid_argument& e) {
     // A topic template the mapper refuses: a bad flag value.
@@ -228,7 +229,12 @@ int run_relay(const outbox::app::Options& options) {
 int main(int argc, char** argv) {
   outbox::app::CommandLine cl;
   try {
-    cl = outbox::app::parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
+    cl = outbox::app::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
+                                         [](const std::string& name) -> std::optional<std::string> {
+                                           const char* value = std::getenv(name.c_str());
+                                           return value ? std::optional<std::string>(value)
+                                                        : std::nullopt;
+                                         });
   } catch (const outbox::app::UsageError& e) {
     std::fprintf(stderr, "outbox-relay: %s\n", e.what());
     return outbox::relay::kExitUsage;

@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <boost/asio/ip/address.hpp>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <fstream>
+#include <string_view>
 
 #include "flags.hpp"
 #include "outbox/mapping/topic_template.hpp"
@@ -67,7 +72,16 @@ std::string help(const Table& table) {
   return out;
 }
 
-void parse(const std::vector<std::string>& args, const Table& table) {
+std::string env_name(const Flag& flag) {
+  if (!flag.from_env || flag.stops || flag.name.rfind("--", 0) != 0) return "";
+  std::string out = kEnvPrefix;
+  for (char c : flag.name.substr(2)) {
+    out += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+void parse(const std::vector<std::string>& args, const Table& table, const Environment& env) {
   const auto find = [&](const std::string& arg) -> const Flag* {
     for (const Flag& f : table) {
       if (f.name == arg || f.alias == arg) return &f;
@@ -77,6 +91,31 @@ void parse(const std::vector<std::string>& args, const Table& table) {
   std::vector<const Flag*> given;                        // rows whose last value was not empty
   std::vector<std::pair<const Flag*, UsageError>> late;  // errors of deferred rows
   bool stopped = false;
+  // The environment first, so that the command line wins.
+  for (const Flag& f : table) {
+    const std::string var = env ? env_name(f) : "";
+    if (var.empty()) continue;
+    const std::optional<std::string> value = env(var);
+    if (!value) continue;
+    const std::string label = var + " (" + f.name + ")";
+    if (f.metavar.empty()) {
+      static const char* const kYes[] = {"1", "true", "yes", "on"};
+      static const char* const kNo[] = {"", "0", "false", "no", "off"};
+      const auto is = [&](const auto& words) {
+        return std::find(std::begin(words), std::end(words), *value) != std::end(words);
+      };
+      if (is(kNo)) continue;
+      if (!is(kYes))
+        throw invalid(label, "switch value", *value, "expected 1, true, yes or 0, false, no");
+    }
+    try {
+      f.apply(label, *value);
+    } catch (const UsageError& e) {
+      if (!f.deferred) throw;
+      late.emplace_back(&f, e);
+    }
+    if (f.metavar.empty() || !value->empty()) given.push_back(&f);
+  }
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i];
     std::optional<std::string> inline_value;
@@ -292,13 +331,51 @@ Flag size(std::string name, std::uint64_t& target, std::string help) {
 
 Flag property(std::string name, std::vector<std::pair<std::string, std::string>>& target,
               std::string help) {
-  return {std::move(name), "PROPERTY=VALUE", std::move(help),
-          [&target](const std::string& flag, const std::string& value) {
-            auto eq = value.find('=');
-            if (eq == std::string::npos || eq == 0) {
-              throw malformed(flag, "PROPERTY=VALUE", value);
+  return Flag(std::move(name), "PROPERTY=VALUE", std::move(help),
+              [&target](const std::string& flag, const std::string& value) {
+                auto eq = value.find('=');
+                if (eq == std::string::npos || eq == 0) {
+                  throw malformed(flag, "PROPERTY=VALUE", value);
+                }
+                target.emplace_back(value.substr(0, eq), value.substr(eq + 1));
+              })
+      .argv_only();
+}
+
+Flag properties_file(std::string name, std::vector<std::pair<std::string, std::string>>& target,
+                     std::string help) {
+  return {std::move(name), "FILE", std::move(help),
+          [&target](const std::string& flag, const std::string& path) {
+            if (path.empty()) throw rejected(flag, "must not be empty");
+            std::ifstream in(path);
+            if (!in) {
+              throw rejected(flag, "cannot read " + path + ": " + std::strerror(errno));
             }
-            target.emplace_back(value.substr(0, eq), value.substr(eq + 1));
+            const auto trim = [](std::string_view s) {
+              const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
+              while (!s.empty() && blank(s.front())) s.remove_prefix(1);
+              while (!s.empty() && blank(s.back())) s.remove_suffix(1);
+              return std::string(s);
+            };
+            std::vector<std::pair<std::string, std::string>> read;
+            std::string line;
+            for (std::size_t number = 1; std::getline(in, line); ++number) {
+              const std::string text = trim(line);
+              if (text.empty() || text[0] == '#') continue;
+              const auto eq = text.find('=');
+              const std::string where = path + ":" + std::to_string(number);
+              // The line itself is never shown: it may hold a password.
+              if (eq == std::string::npos) {
+                throw rejected(flag, where + ": expected PROPERTY=VALUE (the line is not shown)");
+              }
+              std::string key = trim(std::string_view(text).substr(0, eq));
+              if (key.empty()) throw rejected(flag, where + ": no property name before '='");
+              read.emplace_back(std::move(key), trim(std::string_view(text).substr(eq + 1)));
+            }
+            if (in.bad()) {
+              throw rejected(flag, "cannot read " + path + ": " + std::strerror(errno));
+            }
+            target = std::move(read);
           }};
 }
 
@@ -380,6 +457,11 @@ Table run_flags(Options& o) {
                   "payload column, the record value (default payload)"),
       flags::on("--require-json", m.require_json,
                 "reject payloads that are not valid JSON (default off)"),
+      flags::properties_file(
+          "--kafka-config", o.kafka_config,
+          "librdkafka properties from a file (PROPERTY=VALUE lines, # comments,\n"
+          "as kcat -F), e.g. security.protocol, sasl.username, sasl.password;\n"
+          "-X overrides it"),
       flags::property("-X", r.producer.properties,
                       "librdkafka producer property, repeatable (e.g. -X linger.ms=10)"),
       flags::duration("--status-interval", r.status_interval,
@@ -481,7 +563,7 @@ Table drop_flags(DropOptions& o) {
       pg_flag(o.conninfo),
       flags::name("--slot", o.slot, "logical replication slot (default outbox_relay)"),
       flags::name("--publication", o.publication, "publication (default outbox_relay)"),
-      flags::on("--yes", o.yes, "really drop (refuses without it)"),
+      flags::on("--yes", o.yes, "really drop (refuses without it)").argv_only(),
       help_flag(o.help),
   };
 }
@@ -505,9 +587,10 @@ Table prune_flags(PruneOptions& o) {
 }
 
 template <class Opts>
-Opts parse_with(Table (*table_of)(Opts&), const std::vector<std::string>& args) {
+Opts parse_with(Table (*table_of)(Opts&), const std::vector<std::string>& args,
+                const flags::Environment& env) {
   Opts o;
-  flags::parse(args, table_of(o));
+  flags::parse(args, table_of(o), env);
   return o;
 }
 
@@ -581,6 +664,10 @@ commands:
 flags of run:
 )" + flag_help(run_flags) +
          R"(
+environment: every flag --NAME-X but -X, --help and --version can also be set as OUTBOX_RELAY_NAME_X
+(e.g. OUTBOX_RELAY_KAFKA_CONFIG, OUTBOX_RELAY_PG); the command line wins. libpq reads PGPASSWORD
+and PGPASSFILE (~/.pgpass) for the --pg password.
+
 exit codes: 0 stopped by a signal, 1 error, 2 bad flags, 3 event could not be mapped or delivered,
             4 replication slot lost, 5 the publication or table would hide outbox inserts (or the
             publication was altered while streaming): nothing past them is confirmed
@@ -654,12 +741,18 @@ exit codes: 0 done (also when nothing was prunable), 1 refused or error, 2 bad f
   return usage();
 }
 
-Options parse_options(const std::vector<std::string>& args) { return parse_with(run_flags, args); }
+Options parse_options(const std::vector<std::string>& args, const Environment& env) {
+  Options o = parse_with(run_flags, args, env);
+  // The file's properties first: -X overrides them.
+  auto& p = o.relay.producer.properties;
+  p.insert(p.begin(), o.kafka_config.begin(), o.kafka_config.end());
+  return o;
+}
 
-CommandLine parse_command_line(const std::vector<std::string>& args) {
+CommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env) {
   CommandLine cl;
   if (args.empty() || args[0].rfind("-", 0) == 0) {
-    cl.run = parse_options(args);
+    cl.run = parse_options(args, env);
     return cl;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -676,22 +769,22 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
   cl.command = found->command;
   switch (cl.command) {
     case Command::kRun:
-      cl.run = parse_options(rest);
+      cl.run = parse_options(rest, env);
       break;
     case Command::kSetup:
-      cl.setup = parse_with(setup_flags, rest);
+      cl.setup = parse_with(setup_flags, rest, env);
       break;
     case Command::kStatus:
-      cl.status = parse_with(status_flags, rest);
+      cl.status = parse_with(status_flags, rest, env);
       break;
     case Command::kDrop:
-      cl.drop = parse_with(drop_flags, rest);
+      cl.drop = parse_with(drop_flags, rest, env);
       break;
     case Command::kReconcile:
-      cl.reconcile = parse_reconcile(rest);
+      cl.reconcile = parse_reconcile(rest, env);
       break;
     case Command::kPrune:
-      cl.prune = parse_with(prune_flags, rest);
+      cl.prune = parse_with(prune_flags, rest, env);
       break;
   }
   return cl;

@@ -584,7 +584,7 @@ int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& er
     if (!o.repair) return missing > 0 ? 1 : 0;
     return repairer && (repairer->failed() > 0 || repairer->acknowledged() < listed) ? 1 : 0;
   } catch (const kafka::ConfigError& e) {
-    err << "outbox-relay reconcile: -X: " << e.what() << '\n';
+    err << "outbox-relay reconcile: Kafka configuration (-X, --kafka-config): " << e.what() << '\n';
     return 2;
   } catch (const pg::Error& e) {
     return fail(e.what());

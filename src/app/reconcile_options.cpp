@@ -163,7 +163,8 @@ flags::Table reconcile_flags(ReconcileOptions& o) {
                  "the window a little in the past (e.g. --until 1m) so that events\n"
                  "still on their way are not reported"),
       flags::on("--repair", o.repair,
-                "publish the missing events, then exit 0 if all were acknowledged"),
+                "publish the missing events, then exit 0 if all were acknowledged")
+          .argv_only(),
       flags::table("--table", m.schema, m.table, "outbox table (default public.outbox)"),
       flags::topic_template("--topic", m.topic_template,
                             "topic template over columns (default "
@@ -185,6 +186,10 @@ flags::Table reconcile_flags(ReconcileOptions& o) {
                       "longest wait for Kafka without progress (default 60s)",
                       {std::chrono::milliseconds(1), flags::Below::kPositive})
           .defer(),
+      flags::properties_file(
+          "--kafka-config", o.kafka_config,
+          "librdkafka properties from a file (PROPERTY=VALUE lines, # comments,\n"
+          "as kcat -F); -X overrides it"),
       flags::property("-X", o.properties,
                       "librdkafka property for the consumer and the producer, repeatable"),
       flags::stop("--help", o.help, "this text").also("-h"),
@@ -193,9 +198,11 @@ flags::Table reconcile_flags(ReconcileOptions& o) {
 
 }  // namespace
 
-ReconcileOptions parse_reconcile(const std::vector<std::string>& args) {
+ReconcileOptions parse_reconcile(const std::vector<std::string>& args, const Environment& env) {
   ReconcileOptions o;
-  flags::parse(args, reconcile_flags(o));
+  flags::parse(args, reconcile_flags(o), env);
+  // The file's properties first: -X overrides them.
+  o.properties.insert(o.properties.begin(), o.kafka_config.begin(), o.kafka_config.end());
   if (o.help) return o;
   // Both ages or both timestamps: the order is known now (mixed ones are checked when run).
   if (o.until && o.since.ago.has_value() == o.until->ago.has_value() &&

@@ -9,6 +9,8 @@
 #include <string>
 #include <thread>
 
+#include "security.hpp"
+
 namespace outbox::kafka {
 namespace {
 
@@ -65,7 +67,8 @@ Consumer::Consumer(const ConsumerConfig& config) : impl_(std::make_unique<Impl>(
   auto set = [&](const std::string& k, const std::string& v) {
     if (rd_kafka_conf_set(conf.get(), k.c_str(), v.c_str(), errstr, sizeof errstr) !=
         RD_KAFKA_CONF_OK) {
-      throw ConfigError("Kafka property " + k + "=" + v + ": " + errstr);
+      // The value only when it is no secret (a misspelt sasl.password stays hidden too).
+      throw ConfigError("Kafka property " + describe_property(k, v) + ": " + errstr);
     }
   };
   set("bootstrap.servers", config.brokers);
@@ -84,6 +87,7 @@ Consumer::Consumer(const ConsumerConfig& config) : impl_(std::make_unique<Impl>(
   set("queued.max.messages.kbytes", std::to_string(kQueuedKiBPerPartition));
   set("log.connection.close", "false");
   for (const auto& [k, v] : config.properties) set(k, v);
+  refuse_unsupported_sasl(conf.get());
   rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), errstr, sizeof errstr);
   if (rk == nullptr) throw ConfigError(std::string("Kafka consumer: ") + errstr);
   conf.release();  // owned by rk from here on

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "security.hpp"
 #include "stall_guard.hpp"
 
 namespace outbox::kafka {
@@ -101,11 +102,13 @@ int32_t counting_partitioner(const rd_kafka_topic_t* rkt, const void* key, size_
 }  // namespace
 
 struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
-  Impl(boost::asio::any_io_executor executor, DeliveryHandler on_delivery, FatalHandler on_fatal)
+  Impl(boost::asio::any_io_executor executor, DeliveryHandler on_delivery, FatalHandler on_fatal,
+       RefusedHandler on_refused)
       : event_fd(executor),
         guard_timer(executor),
         on_delivery(std::move(on_delivery)),
-        on_fatal(std::move(on_fatal)) {}
+        on_fatal(std::move(on_fatal)),
+        on_refused(std::move(on_refused)) {}
 
   // Declared before rk: librdkafka may call the partitioner until rk is destroyed.
   std::vector<std::unique_ptr<TopicState>> topic_states;
@@ -116,6 +119,7 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
   boost::asio::steady_timer guard_timer;
   DeliveryHandler on_delivery;
   FatalHandler on_fatal;
+  RefusedHandler on_refused;
   struct StringHash {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
@@ -306,6 +310,17 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
       self->on_fatal(std::string(rd_kafka_err2name(orig)) + ": " + buf);
       return;
     }
+    const rd_kafka_resp_err_t code = static_cast<rd_kafka_resp_err_t>(err);
+    const ClientError kind = classify_client_error(err, reason);
+    if (kind != ClientError::kOther && self->on_refused) {
+      // librdkafka would reconnect and be refused again, for ever. The reason names the broker
+      // ("sasl_ssl://host:port/id: SASL authentication error: ...") and holds no secret.
+      self->on_refused(std::string(kind == ClientError::kAuthentication
+                                       ? "authentication refused"
+                                       : "TLS certificate refused") +
+                       " (" + rd_kafka_err2name(code) + "): " + reason);
+      return;
+    }
     // Transport errors and all-brokers-down are ridden out by librdkafka's own retries.
     logger()->warn("event=kafka_error err={} reason={}",
                    rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), quoted(reason));
@@ -327,14 +342,16 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
 };
 
 Producer::Producer(boost::asio::any_io_executor executor, const ProducerConfig& config,
-                   DeliveryHandler on_delivery, FatalHandler on_fatal)
-    : impl_(std::make_shared<Impl>(executor, std::move(on_delivery), std::move(on_fatal))) {
+                   DeliveryHandler on_delivery, FatalHandler on_fatal, RefusedHandler on_refused)
+    : impl_(std::make_shared<Impl>(executor, std::move(on_delivery), std::move(on_fatal),
+                                   std::move(on_refused))) {
   ConfHandle conf(rd_kafka_conf_new());
   char errstr[512];
   auto set = [&](const std::string& k, const std::string& v) {
     if (rd_kafka_conf_set(conf.get(), k.c_str(), v.c_str(), errstr, sizeof errstr) !=
         RD_KAFKA_CONF_OK) {
-      throw ConfigError("Kafka property " + k + "=" + v + ": " + errstr);
+      // The value only when it is no secret (a misspelt sasl.password stays hidden too).
+      throw ConfigError("Kafka property " + describe_property(k, v) + ": " + errstr);
     }
   };
   // Defaults: no loss and no reordering (idempotence implies acks=all, bounded in-flight, retries
@@ -352,6 +369,7 @@ Producer::Producer(boost::asio::any_io_executor executor, const ProducerConfig& 
   set("compression.codec", "lz4");
   set("log.connection.close", "false");
   for (const auto& [k, v] : config.properties) set(k, v);
+  refuse_unsupported_sasl(conf.get());
 
   // The stall guard counts partitions in a partitioner that hands over to the configured one.
   if (rd_kafka_topic_conf_t* tconf = rd_kafka_conf_get_default_topic_conf(conf.get())) {

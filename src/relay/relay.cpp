@@ -546,7 +546,8 @@ class Relay::Impl : private Pipeline::Sink {
           pipeline_.on_delivery(d);
           after_delivery();
         },
-        [this](const std::string& m) { on_producer_fatal(m); });
+        [this](const std::string& m) { on_producer_fatal(m); },
+        [this](const std::string& m) { on_kafka_refused(m); });
   }
 
   // For the records of a refused batch: one record a batch, sent when nothing else is in flight,
@@ -563,7 +564,8 @@ class Relay::Impl : private Pipeline::Sink {
             pipeline_.on_delivery(r);
             after_delivery();
           },
-          [this](const std::string& m) { on_producer_fatal(m); });
+          [this](const std::string& m) { on_producer_fatal(m); },
+          [this](const std::string& m) { on_kafka_refused(m); });
     }
     return *isolation_producer_;
   }
@@ -578,6 +580,20 @@ class Relay::Impl : private Pipeline::Sink {
     }
     pipeline_.begin_rewind(message);
     after_delivery();
+  }
+
+  // A broker refused the relay's credentials or certificate. librdkafka would reconnect and be
+  // refused for ever while the relay held the slot, looked alive and delivered nothing, and a
+  // standby with good credentials could not take over. Credentials are read at start, so only a
+  // restart (by the supervisor, exit code 1) picks up a fixed --kafka-config or certificate.
+  void on_kafka_refused(const std::string& what) {
+    if (fatal_) return;
+    kafka_refused_ = true;
+    fail({kExitError, "Kafka broker " + what +
+                          "; check the relay's Kafka security settings (security.protocol, "
+                          "sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, "
+                          "ssl.certificate.location) and the broker's; slot " +
+                          config_.slot + " is not confirmed past " + confirm_lsn().to_string()});
   }
 
   void rewind() {
@@ -632,7 +648,8 @@ class Relay::Impl : private Pipeline::Sink {
   // acknowledged, end the copy, close.
   awaitable<void> finish() {
     auto deadline = Clock::now() + config_.shutdown_timeout;
-    while (producers_queued() > 0 && Clock::now() < deadline) {
+    // Nothing more can be acknowledged when the broker refuses the relay's credentials.
+    while (!kafka_refused_ && producers_queued() > 0 && Clock::now() < deadline) {
       co_await wait_for_change(deadline);
     }
     send_status();
@@ -674,6 +691,7 @@ class Relay::Impl : private Pipeline::Sink {
   Lsn last_reported_;
   Clock::time_point last_status_sent_;
   bool rewind_signalled_ = false;
+  bool kafka_refused_ = false;  // a broker refused the credentials or certificate: exiting
   Lsn last_rewind_at_;  // confirmed position at the last rewind  // wake_all() ran for the rewind
                         // under way
   Metrics metrics_;

@@ -127,4 +127,7 @@ std::int64_t topic_end_offset_sum(const std::string& brokers, const std::string&
   return sum;
 }
 
+int librdkafka_version() { return rd_kafka_version(); }
+std::string librdkafka_version_text() { return rd_kafka_version_str(); }
+
 }  // namespace outbox_test

@@ -22,4 +22,9 @@ void create_topic(const std::string& brokers, const std::string& topic, int part
 std::int64_t topic_end_offset_sum(const std::string& brokers, const std::string& topic,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
+// The librdkafka this process (and the relay, linked to the same library) runs with:
+// rd_kafka_version() (0xMMmmrrxx) and rd_kafka_version_str().
+int librdkafka_version();
+std::string librdkafka_version_text();
+
 }  // namespace outbox_test

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -48,6 +49,9 @@ struct Options {
   std::chrono::milliseconds backlog_interval{60'000};
   // pgoutput messages one count reads at most (beyond: a lower bound; the oldest stays exact).
   std::uint64_t backlog_scan_limit = 10'000;
+  // Properties read from --kafka-config; parse_options() puts them before -X's in
+  // relay.producer.properties, so that -X overrides them.
+  std::vector<std::pair<std::string, std::string>> kafka_config;
   bool help = false;
   bool version = false;
 };
@@ -113,11 +117,13 @@ struct CommandLine {
 };
 
 // The whole command line (argv without the program name): an optional command word (run, setup,
-// status, drop, reconcile, prune; run when absent) and its flags. Throws UsageError.
-CommandLine parse_command_line(const std::vector<std::string>& args);
+// status, drop, reconcile, prune; run when absent) and its flags, after the flags' environment
+// variables (OUTBOX_RELAY_<FLAG>, see usage()): the command line wins. --kafka-config reads its
+// file here. Throws UsageError.
+CommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env = {});
 
 // The flags of `run` alone. Throws UsageError.
-Options parse_options(const std::vector<std::string>& args);
+Options parse_options(const std::vector<std::string>& args, const Environment& env = {});
 
 // Help text of `run` (with the list of commands) and of each command.
 std::string usage();

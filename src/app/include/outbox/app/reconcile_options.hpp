@@ -1,8 +1,10 @@
-// Flags of `outbox-relay reconcile` and its time bounds (--since, --until). Pure: no I/O.
+// Flags of `outbox-relay reconcile` and its time bounds (--since, --until). Pure but for
+// --kafka-config, which reads its file.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -11,6 +13,10 @@
 #include "outbox/mapping/mapper.hpp"
 
 namespace outbox::app {
+
+// The environment as the flag parsers see it: a variable's value, or nullopt when unset. Empty
+// reads none (the unit tests' default); main passes getenv.
+using Environment = std::function<std::optional<std::string>(const std::string& name)>;
 
 // One end of the reconcile window: an age relative to the command's start ("2h": now minus two
 // hours) or an absolute time.
@@ -41,8 +47,10 @@ struct ReconcileOptions {
   TimeBound since;                 // inclusive
   std::optional<TimeBound> until;  // exclusive; the command's start when absent
   bool repair = false;
-  // librdkafka properties (-X), for the consumer and, with --repair, the producer.
+  // librdkafka properties (--kafka-config's, then -X's), for the consumer and, with --repair,
+  // the producer.
   std::vector<std::pair<std::string, std::string>> properties;
+  std::vector<std::pair<std::string, std::string>> kafka_config;  // from --kafka-config
   // Kafka is read from the first record stamped at or after since - margin (offsetsForTimes).
   std::chrono::milliseconds margin{std::chrono::hours(1)};
   // Longest wait for Kafka without progress (metadata, reading, acknowledgements).
@@ -50,8 +58,9 @@ struct ReconcileOptions {
   bool help = false;
 };
 
-// The flags of `reconcile` (argv after the command word). Throws UsageError.
-ReconcileOptions parse_reconcile(const std::vector<std::string>& args);
+// The flags of `reconcile` (argv after the command word), after their environment variables.
+// Throws UsageError.
+ReconcileOptions parse_reconcile(const std::vector<std::string>& args, const Environment& env = {});
 
 // Help text of `reconcile`.
 std::string reconcile_usage();

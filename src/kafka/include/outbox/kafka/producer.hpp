@@ -105,10 +105,17 @@ class Producer {
   using DeliveryHandler = std::function<void(const Delivery&)>;
   // A fatal producer error (e.g. the idempotent producer lost its guarantees).
   using FatalHandler = std::function<void(const std::string&)>;
+  // A broker refused the client's credentials: a SASL login failed, or a TLS handshake failed on
+  // a certificate (the broker's untrusted, or the client's refused). librdkafka would retry for
+  // ever; the text names the broker and the error, never a secret. Called on the io_context's
+  // thread, possibly more than once.
+  using RefusedHandler = std::function<void(const std::string&)>;
 
-  // Throws ConfigError for a bad property (message names the property).
+  // Throws ConfigError for a bad property (message names the property, and its value unless it
+  // is a secret) and for a SASL mechanism the linked librdkafka cannot log in with (SCRAM before
+  // librdkafka 2.6.1). Without `on_refused`, refusals are logged as warnings and retried.
   Producer(boost::asio::any_io_executor executor, const ProducerConfig& config,
-           DeliveryHandler on_delivery, FatalHandler on_fatal);
+           DeliveryHandler on_delivery, FatalHandler on_fatal, RefusedHandler on_refused = {});
   ~Producer();
   Producer(const Producer&) = delete;
   Producer& operator=(const Producer&) = delete;
