@@ -135,7 +135,10 @@ CONSUMERS=(decoder recvlogical drain relay)
 # broker's listener, CA and credentials come from .local/env (scripts/kafka-up.sh).
 # shellcheck disable=SC1090
 source "$ENV_FILE"
-if [ -n "${OUTBOX_KAFKA_SASL_BROKERS:-}" ] && "$RELAY" --help 2>&1 | grep -q -- '--kafka-config'; then
+# (The help text in a variable first: grep -q stops reading at the match, and under pipefail the
+# relay's SIGPIPE would fail the test.)
+relay_help="$("$RELAY" --help 2>&1 || true)"
+if [ -n "${OUTBOX_KAFKA_SASL_BROKERS:-}" ] && grep -q -- '--kafka-config' <<<"$relay_help"; then
   SASL_BROKERS=$OUTBOX_KAFKA_SASL_BROKERS
   SASL_CONFIG="$WORK/relay_tls.properties"
   (

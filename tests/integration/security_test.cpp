@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -54,6 +55,7 @@ class SecurityIntegration : public E2eTest {
   // A client.properties file only its owner can read, in the test's log directory.
   std::string write_kafka_config(const std::string& what, const std::string& text) {
     const std::string path = log_path(what + "_client.properties");
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
     std::ofstream(path) << text;
     ::chmod(path.c_str(), 0600);
     return path;
