@@ -102,9 +102,44 @@ rootLogger.level = ERROR
 rootLogger.appenderRef.err.ref = STDERR
 EOF
 
+# ---- SCRAM users and ACLs: once per data directory (they live in the metadata log) -------
+# provision: run on a broker that answers. The marker holds a hash of what was provisioned; a
+# change (new password, new rule) runs it again. Each tool run is a JVM start (~2 s), so a
+# provisioned data directory skips them; a failed run is retried by the next kafka-up.sh.
+provision() {
+  local provision_spec provision_sum user name
+  provision_spec="users=$RELAY_USER,admin $(secret relay) $(secret admin) acl=v1"
+  provision_sum="$(printf '%s' "$provision_spec" | sha256sum | cut -d' ' -f1)"
+  local marker="$DATA/.outbox-provisioned"
+  [ "$(cat "$marker" 2>/dev/null)" = "$provision_sum" ] && return 0
+  log "provisioning SCRAM users and ACLs"
+  if [ ! -f "$DATA/.outbox-scram-at-format" ]; then
+    for user in "$RELAY_USER" admin; do
+      name=relay
+      [ "$user" = admin ] && name=admin
+      KAFKA_TOOL_TIMEOUT=60 kafka_tool kafka.admin.ConfigCommand \
+        --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
+        --alter --entity-type users --entity-name "$user" \
+        --add-config "SCRAM-SHA-512=[password=$(secret "$name")]" >/dev/null ||
+        die "could not add the SCRAM credentials of $user"
+    done
+  fi
+  # The relay's principal: its topics (outbox.event.*, outbox.dlq*) and nothing else. Create:
+  # topics are auto-created on first use. Write implies Describe (metadata) and, since Kafka
+  # 2.8, the idempotent producer's IdempotentWrite.
+  KAFKA_TOOL_TIMEOUT=60 kafka_tool org.apache.kafka.tools.AclCommand \
+    --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
+    --add --allow-principal "User:$RELAY_USER" --operation Write --operation Create \
+    --operation Describe --resource-pattern-type prefixed \
+    --topic outbox.event. --topic outbox.dlq >/dev/null ||
+    die "could not add the ACLs of User:$RELAY_USER"
+  printf '%s\n' "$provision_sum" >"$marker"
+}
+
 # Fast path: a live broker from an earlier run.
 if pid="$(kafka_pid)"; then
   if port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
+    provision
     write_env
     printf '%s\n' "$KAFKA_BOOTSTRAP"
     exit 0
@@ -284,37 +319,8 @@ if ! $ready; then
   exit 1
 fi
 log "Kafka ready in $(($(now_ms) - start)) ms"
+provision
 
-# ---- SCRAM users and ACLs: once per data directory (they live in the metadata log) -------
-# The marker holds a hash of what was provisioned; a change (new password, new rule) runs it
-# again. Each tool run is a JVM start (~2 s), so the fast path skips them.
-provision_spec="users=$RELAY_USER,admin $(secret relay) $(secret admin) acl=v1"
-provision_sum="$(printf '%s' "$provision_spec" | sha256sum | cut -d' ' -f1)"
-PROVISIONED="$DATA/.outbox-provisioned"
-if [ "$(cat "$PROVISIONED" 2>/dev/null)" != "$provision_sum" ]; then
-  log "provisioning SCRAM users and ACLs"
-  if [ ! -f "$DATA/.outbox-scram-at-format" ]; then
-    for user in "$RELAY_USER" admin; do
-      name=relay
-      [ "$user" = admin ] && name=admin
-      KAFKA_TOOL_TIMEOUT=60 kafka_tool org.apache.kafka.tools.ConfigCommand \
-        --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
-        --alter --entity-type users --entity-name "$user" \
-        --add-config "SCRAM-SHA-512=[password=$(secret "$name")]" >/dev/null ||
-        die "could not add the SCRAM credentials of $user"
-    done
-  fi
-  # The relay's principal: its topics (outbox.event.*, outbox.dlq*) and nothing else. Create:
-  # topics are auto-created on first use. Write implies Describe (metadata) and, since Kafka
-  # 2.8, the idempotent producer's IdempotentWrite.
-  KAFKA_TOOL_TIMEOUT=60 kafka_tool org.apache.kafka.tools.AclCommand \
-    --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
-    --add --allow-principal "User:$RELAY_USER" --operation Write --operation Create \
-    --operation Describe --resource-pattern-type prefixed \
-    --topic outbox.event. --topic outbox.dlq >/dev/null ||
-    die "could not add the ACLs of User:$RELAY_USER"
-  printf '%s\n' "$provision_sum" >"$PROVISIONED"
-fi
 
 write_env
 printf '%s\n' "$KAFKA_BOOTSTRAP"
