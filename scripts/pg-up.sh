@@ -59,8 +59,12 @@ running() {
   [ -f "$DATA/PG_VERSION" ] && pg_ctl status -D "$DATA" >/dev/null 2>&1
 }
 
+# One role must log in with a password (scram-sha-256; every other role is trusted): the tests of
+# PGPASSWORD and PGPASSFILE (integration_security) use it. First match wins, so it goes first.
+HBA_LINE="host all outbox_password_test $PG_HOST/32 scram-sha-256"
+
 # Fast path: already up.
-if running && [ -f "$DATA/server.crt" ] && "$PG_BIN/pg_isready" -q -h "$PG_HOST" -p "$PG_PORT" -d postgres -U "$PG_USER"; then
+if running && [ -f "$DATA/server.crt" ] && grep -qxF "$HBA_LINE" "$DATA/pg_hba.conf" && "$PG_BIN/pg_isready" -q -h "$PG_HOST" -p "$PG_PORT" -d postgres -U "$PG_USER"; then
   write_env
   printf '%s\n' "$PG_CONNINFO"
   exit 0
@@ -93,6 +97,14 @@ if [ ! -f "$DATA/server.crt" ]; then
   is_root && chown postgres:postgres "$DATA/server.key" "$DATA/server.crt"
 fi
 
+if ! grep -qxF "$HBA_LINE" "$DATA/pg_hba.conf"; then
+  { printf '%s\n' "# scripts/pg-up.sh: a role that logs in with a password only (tests)" "$HBA_LINE"
+    cat "$DATA/pg_hba.conf"; } >"$DATA/pg_hba.conf.tmp"
+  is_root && chown postgres:postgres "$DATA/pg_hba.conf.tmp"
+  chmod 600 "$DATA/pg_hba.conf.tmp"
+  mv -f "$DATA/pg_hba.conf.tmp" "$DATA/pg_hba.conf"
+fi
+
 # Regenerated on every start so that OUTBOX_PG_PORT (and edits here) take effect.
 # fsync and friends stay at their defaults: the tests exercise crash behaviour.
 as_pg tee "$DATA/outbox-relay.conf" >/dev/null <<EOF
@@ -114,7 +126,7 @@ if ! running; then
     die "pg_ctl start failed"
   fi
 else
-  # Running from before the certificate existed: TLS takes effect on reload.
+  # Running from before the certificate or the pg_hba line existed: they take effect on reload.
   pg_ctl reload -D "$DATA" >/dev/null
 fi
 

@@ -298,5 +298,49 @@ TEST_F(SecurityIntegration, DeniedTopicIsDeadLetteredWhenTheDlqIsAllowed) {
   expect_graceful_stop(relay);
 }
 
+// The PostgreSQL password out of --pg: libpq reads PGPASSWORD, or the file PGPASSFILE names.
+// scripts/pg-up.sh makes role outbox_password_test log in with a password only
+// (scram-sha-256); every other role of the test cluster is trusted.
+TEST_F(SecurityIntegration, PostgresPasswordFromPgpasswordOrPgpassfile) {
+  constexpr const char* kRole = "outbox_password_test";
+  const std::string password = "pg-" + suffix_;
+  pg_->exec(std::string("DO $$ BEGIN CREATE ROLE ") + kRole +
+            " LOGIN REPLICATION SUPERUSER; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
+  pg_->exec(std::string("ALTER ROLE ") + kRole + " PASSWORD '" + password + "'");
+  const std::size_t user = conninfo_.find("user=postgres");
+  ASSERT_NE(user, std::string::npos) << conninfo_;
+  // The relays connect as the role; TearDown's cleanup as postgres again.
+  ScopeGuard restore([this, superuser = conninfo_] { conninfo_ = superuser; });
+  conninfo_.replace(user, 13, std::string("user=") + kRole);
+  // Without a password the role cannot log in: the rest of the test needs libpq's sources.
+  EXPECT_THROW(PgClient{conninfo_}, std::exception)
+      << "pg_hba.conf lets " << kRole << " in without a password (scripts/pg-up.sh)";
+
+  // PGPASSFILE: host:port:database:user:password, readable by its owner only (libpq ignores a
+  // file others can read).
+  const std::string pgpass = log_path("pgpass");
+  std::filesystem::create_directories(std::filesystem::path(pgpass).parent_path());
+  std::ofstream(pgpass) << "*:*:*:" << kRole << ":" << password << "\n";
+  ::chmod(pgpass.c_str(), 0600);
+  for (const auto& [variable, value] :
+       {std::pair<std::string, std::string>{"PGPASSWORD", password}, {"PGPASSFILE", pgpass}}) {
+    SCOPED_TRACE(variable);
+    ASSERT_EQ(::setenv(variable.c_str(), value.c_str(), 1), 0);
+    RelayProcess* started = nullptr;
+    {
+      ScopeGuard unset([&] { ::unsetenv(variable.c_str()); });
+      started = &start_relay({"--metrics-addr", "off"});
+    }
+    RelayProcess& relay = *started;
+    ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+    EXPECT_EQ(command_line_of(relay).find(password), std::string::npos);
+    const Lsn end = insert_events(aggregatetypes_[0], 1, 1);
+    expect_confirmed_reaches(end, 30s);
+    expect_graceful_stop(relay);
+    EXPECT_EQ(read_file(relay.log_path()).find(password), std::string::npos)
+        << "the password is in the relay's log";
+  }
+}
+
 }  // namespace
 }  // namespace outbox_test
