@@ -116,7 +116,7 @@ provision() {
   if [ ! -f "$DATA/.outbox-scram-at-format" ]; then
     for user in "$RELAY_USER" admin; do
       name=relay
-      [ "$user" = admin ] && name=admin
+      [ "$user" = admin ] && name="admin"
       KAFKA_TOOL_TIMEOUT=60 kafka_tool kafka.admin.ConfigCommand \
         --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
         --alter --entity-type users --entity-name "$user" \
