@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -39,6 +40,8 @@ using MetadataHandle = std::unique_ptr<const rd_kafka_metadata_t,
 
 using Clock = std::chrono::steady_clock;
 
+constexpr int kMetadataTryMs = 1000;
+
 int remaining_ms(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   return static_cast<int>(std::max<std::int64_t>(0, left.count()));
@@ -58,7 +61,33 @@ void pause(rd_kafka_t* rk, const std::pair<std::string, std::int32_t>& tp) {
 }  // namespace
 
 struct Consumer::Impl {
+  // Set by error_cb (served on the caller's thread, inside rd_kafka_consumer_poll) when a broker
+  // refused the client's login or certificate: librdkafka would retry it for ever, so the
+  // command ends at once, naming the broker.
+  std::string refused;
+  // After `refused`: destroying the handle (consumer_close) may still serve error_cb.
   KafkaHandle rk;
+
+  static void error_cb(rd_kafka_t*, int err, const char* reason, void* opaque) {
+    auto* self = static_cast<Impl*>(opaque);
+    const ClientError kind = classify_client_error(err, reason);
+    if (kind == ClientError::kOther) {
+      // What librdkafka prints without an error callback; it retries these by itself.
+      std::fprintf(stderr, "kafka: %s: %s\n",
+                   rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), reason);
+      return;
+    }
+    if (!self->refused.empty()) return;
+    self->refused = std::string("Kafka broker ") +
+                    (kind == ClientError::kAuthentication ? "authentication refused"
+                                                          : "TLS certificate refused") +
+                    " (" + rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)) +
+                    "): " + reason;
+  }
+
+  void throw_if_refused() const {
+    if (!refused.empty()) throw std::runtime_error(refused);
+  }
 };
 
 Consumer::Consumer(const ConsumerConfig& config) : impl_(std::make_unique<Impl>()) {
@@ -88,6 +117,8 @@ Consumer::Consumer(const ConsumerConfig& config) : impl_(std::make_unique<Impl>(
   set("log.connection.close", "false");
   for (const auto& [k, v] : config.properties) set(k, v);
   refuse_unsupported_sasl(conf.get());
+  rd_kafka_conf_set_opaque(conf.get(), impl_.get());
+  rd_kafka_conf_set_error_cb(conf.get(), &Impl::error_cb);
   rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), errstr, sizeof errstr);
   if (rk == nullptr) throw ConfigError(std::string("Kafka consumer: ") + errstr);
   conf.release();  // owned by rk from here on
@@ -112,7 +143,9 @@ TopicPlan Consumer::plan(const std::string& topic, std::optional<std::int64_t> f
   for (;;) {
     const rd_kafka_metadata_t* raw = nullptr;
     const rd_kafka_resp_err_t err =
-        rd_kafka_metadata(rk, 0, handle.get(), &raw, std::max(1, remaining_ms(deadline)));
+        // At most a second a try, so that a refused login (served between tries) ends it early.
+        rd_kafka_metadata(rk, 0, handle.get(), &raw,
+                          std::clamp(remaining_ms(deadline), 1, kMetadataTryMs));
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
       metadata.reset(raw);
       const rd_kafka_resp_err_t topic_err = metadata->topics[0].err;
@@ -129,7 +162,10 @@ TopicPlan Consumer::plan(const std::string& topic, std::optional<std::int64_t> f
       throw std::runtime_error("metadata of topic " + topic + ": " + rd_kafka_err2name(err) +
                                " (no answer from the brokers in time)");
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // between metadata retries
+    // Between metadata retries; serves the client's error events meanwhile (nothing is assigned
+    // yet, so no record comes).
+    MessageHandle event(rd_kafka_consumer_poll(rk, 100));
+    impl_->throw_if_refused();
   }
   plan.exists = true;
   const auto& md = metadata->topics[0];
@@ -210,6 +246,7 @@ std::uint64_t Consumer::read_group(std::span<const PartitionRange> ranges,
   std::pair<std::string, std::int32_t> key;
   while (!open.empty()) {
     MessageHandle msg(rd_kafka_consumer_poll(rk, 100));
+    impl_->throw_if_refused();
     if (!msg) {
       if (Clock::now() - last_progress >= idle_timeout) {
         const auto& [tp, end] = *open.begin();
@@ -230,7 +267,7 @@ std::uint64_t Consumer::read_group(std::span<const PartitionRange> ranges,
     }
     if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR && msg->rkt == nullptr) {
       // A client-wide error (broker connection lost...): librdkafka retries by itself, and the
-      // idle timeout reports an outage that lasts.
+      // idle timeout reports an outage that lasts; a refused login or certificate ends it.
       continue;
     }
     if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {

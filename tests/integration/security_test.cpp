@@ -298,6 +298,32 @@ TEST_F(SecurityIntegration, DeniedTopicIsDeadLetteredWhenTheDlqIsAllowed) {
   expect_graceful_stop(relay);
 }
 
+// reconcile, a short-lived Kafka client of its own, ends at once too when the broker refuses its
+// login, naming the broker, instead of waiting out --timeout and blaming the network.
+TEST_F(SecurityIntegration, ReconcileWithAWrongPasswordNamesTheBroker) {
+  pg_->exec("ALTER TABLE " + qualified_table() +
+            " ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()");
+  insert_events(aggregatetypes_[0], 1, 1);
+  const std::string config = write_kafka_config("wrong", sasl_plain_config("wrong-" + suffix_));
+  const auto started = Clock::now();
+  const CommandResult r =
+      run_to_end(relay_bin_,
+                 {"reconcile", "--pg", conninfo_, "--brokers", sasl_brokers_, "--kafka-config",
+                  config, "--table", qualified_table(), "--column-time", "created_at", "--since",
+                  "1h", "--timeout", "60s"},
+                 log_path("reconcile_out"), log_path("reconcile_err"), 90s);
+  const auto took = Clock::now() - started;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_LT(took, 30s) << "waited for --timeout instead of stopping at the refusal";
+  EXPECT_EQ(lines_with(r.err,
+                       "outbox-relay reconcile: Kafka broker authentication refused "
+                       "(_AUTHENTICATION): sasl_ssl://" +
+                           sasl_brokers_),
+            1u)
+      << r.err;
+  EXPECT_EQ(r.err.find("wrong-" + suffix_), std::string::npos);
+}
+
 // The PostgreSQL password out of --pg: libpq reads PGPASSWORD, or the file PGPASSFILE names.
 // scripts/pg-up.sh makes role outbox_password_test log in with a password only
 // (scram-sha-256); every other role of the test cluster is trusted.
