@@ -15,6 +15,11 @@
   check_deploy.py unit --relay BIN --unit FILE --env FILE
       the ExecStart of a systemd unit, expanded with its environment file as systemd does, is
       accepted by the binary's parser.
+  check_deploy.py dockerfile --deb FILE
+      the runtime stage of docker/Dockerfile installs every package the Debian package depends
+      on (its Depends come from the binary's libraries, by dpkg-shlibdeps): listed, provided by
+      a listed package, or pulled in by one (dependencies read from this machine's dpkg
+      database, where the build installed them), or part of debian:bookworm-slim.
 
 Exit status 0 when everything holds; otherwise 1 with one line per problem on stderr.
 """
@@ -424,6 +429,67 @@ def check_live(relay, port):
             problem(f"GET {path} answered {status} from a streaming relay: {body.strip()}")
 
 
+# ---- Dockerfile -------------------------------------------------------------------------------
+# Required packages of debian:bookworm-slim that the binary links.
+SLIM_BASE = {"libc6", "libgcc-s1", "libstdc++6"}
+
+
+def dpkg_field(package, field):
+    r = subprocess.run(["dpkg-query", "-W", "-f", "${" + field + "}", package],
+                       capture_output=True, text=True)
+    return r.stdout if r.returncode == 0 else None
+
+
+def names(relations):
+    """Package names of a Depends/Provides field (every alternative, no versions)."""
+    out = set()
+    for rel in (relations or "").split(","):
+        for alt in rel.split("|"):
+            name = alt.strip().split(" ")[0].split(":")[0]
+            if name:
+                out.add(name)
+    return out
+
+
+def runtime_packages(dockerfile):
+    """The packages `apt-get install` installs in the Dockerfile's last stage."""
+    text = dockerfile.read_text().replace("\\\n", " ")
+    last_stage = text[text.rindex("\nFROM "):]
+    pkgs = set()
+    for m in re.finditer(r"apt-get install ([^&]*)", last_stage):
+        pkgs.update(w for w in m.group(1).split() if not w.startswith("-") and "=" not in w)
+    return pkgs
+
+
+def check_dockerfile(deb):
+    listed = runtime_packages(REPO / "docker/Dockerfile")
+    if not listed:
+        problem("docker/Dockerfile: no apt-get install in the runtime stage")
+        return
+    # Everything the listed packages bring, by their Depends and Pre-Depends, and what that
+    # provides.
+    closure, todo = set(), list(listed)
+    while todo:
+        p = todo.pop()
+        if p in closure:
+            continue
+        closure.add(p)
+        depends = dpkg_field(p, "Depends")
+        if depends is None:
+            continue  # not installed here: its own dependencies stay unknown
+        closure |= names(dpkg_field(p, "Provides"))
+        todo.extend(names(depends) | names(dpkg_field(p, "Pre-Depends")))
+    r = subprocess.run(["dpkg-deb", "-f", str(deb), "Depends"], capture_output=True, text=True,
+                       check=True)
+    for rel in r.stdout.split(","):
+        alternatives = names(rel)
+        if not alternatives & (closure | SLIM_BASE):
+            problem(f"docker/Dockerfile: the runtime stage installs nothing that satisfies "
+                    f"'{rel.strip()}', which the binary needs (packages: {sorted(listed)})")
+    if not problems:
+        print(f"Dockerfile runtime stage {sorted(listed)} satisfies: {r.stdout.strip()}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -436,11 +502,15 @@ def main():
     u.add_argument("--relay", required=True)
     u.add_argument("--unit", required=True, type=pathlib.Path)
     u.add_argument("--env", required=True, type=pathlib.Path)
+    d = sub.add_parser("dockerfile")
+    d.add_argument("--deb", required=True, type=pathlib.Path)
     a = ap.parse_args()
     if a.cmd == "static":
         check_static(a.relay)
     elif a.cmd == "live":
         check_live(a.relay, a.port)
+    elif a.cmd == "dockerfile":
+        check_dockerfile(a.deb)
     else:
         check_unit(a.relay, a.unit, a.env)
     for p in problems:

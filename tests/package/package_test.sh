@@ -3,7 +3,8 @@
 # machine, run the installed binary, check the installed systemd unit with systemd-analyze
 # (verify, and the sandbox's exposure with `security --offline`), check that the unit's
 # ExecStart with the shipped environment file is accepted by the installed binary's flag parser,
-# then purge the package and check that nothing is left.
+# then purge the package and check that nothing is left. On the way, docker/Dockerfile's runtime
+# stage is checked against the package's Depends (the one check of the Dockerfile that runs here).
 #
 #   package_test.sh BUILD_DIR VERSION CHECK_DEPLOY_PY PYTHON
 #
@@ -91,6 +92,9 @@ grep -q -E "^-rw------- root/root .* \.$envfile\$" <<<"$contents" ||
   fail "$envfile is not -rw------- root/root in the package: $(grep "$envfile" <<<"$contents")"
 dpkg-deb --ctrl-tarfile "$deb" | tar -xOf - ./conffiles | grep -q -x "$envfile" ||
   fail "$envfile is not a conffile"
+
+step "docker/Dockerfile's runtime stage installs what the package depends on"
+"$python" "$check_deploy" dockerfile --deb "$deb"
 
 step "dpkg -i"
 dpkg_locked dpkg -i "$deb" >"$work/dpkg-install.log" || fail "dpkg -i failed"
