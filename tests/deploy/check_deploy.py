@@ -7,7 +7,8 @@
       period); every command line they give the relay (Deployment args, compose commands, the
       systemd unit with its environment file) is accepted by the real binary's flag parser
       (`outbox-relay ARGS --help` validates every flag and value, then exits 0); every PromQL
-      query of the dashboard parses (promtool); the dashboard JSON is generate.py's output.
+      query of the dashboard parses (promtool); the dashboard JSON is generate.py's output; the
+      README's table of alerts names exactly the rules.
   check_deploy.py live --relay BIN --port PORT
       against a relay that streams and serves /metrics on 127.0.0.1:PORT: every metric, label
       and fixed label value that the alert rules and the dashboard query is in its /metrics,
@@ -336,6 +337,19 @@ def check_unit(relay, unit, env_file):
         problem(f"{unit.name}: --pg or --brokers empty with {env_file.name}")
 
 
+def check_readme_alerts():
+    """The README's table of alerts names exactly the rules of the rules file."""
+    rules = {where.split(" ", 1)[1] for where, _ in rule_exprs()}
+    readme = (REPO / "README.md").read_text()
+    table = readme[readme.index("### Alerts and dashboard"):]
+    table = table[:table.index("\n\n", table.index("| condition"))]
+    named = set(re.findall(r"`(Outbox\w+)`", table))
+    for name in sorted(rules - named):
+        problem(f"README.md, Alerts and dashboard: alert {name} is not in the table")
+    for name in sorted(named - rules):
+        problem(f"README.md, Alerts and dashboard: {name} is not a rule of {RULES.name}")
+
+
 def check_static(relay):
     for path in [RULES, *K8S, COMPOSE, REPO / "deploy/prometheus/outbox-relay.rules.test.yml"]:
         try:
@@ -346,6 +360,7 @@ def check_static(relay):
     check_kubernetes(relay)
     check_compose(relay)
     check_unit(relay, UNIT, ENV_FILE)
+    check_readme_alerts()
 
 
 # ---- live -------------------------------------------------------------------------------------
