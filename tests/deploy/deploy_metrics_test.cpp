@@ -66,5 +66,55 @@ TEST_F(DeployMetrics, EveryQueriedMetricAndProbedPathIsReal) {
   expect_graceful_stop(relay);
 }
 
+// deploy/kubernetes runs two replicas on one slot and probes readiness on /readyz and liveness on
+// /healthz: the replica that holds the slot is ready, the other is alive but not ready, and says
+// why; the alerts group them by the slot label of outbox_relay_info.
+TEST_F(DeployMetrics, TheStandbyReplicaIsAliveButNotReady) {
+  create_outbox_table();
+  const std::uint16_t active_port = free_port();
+  metrics_addr_ = "127.0.0.1:" + std::to_string(active_port);
+  RelayProcess& active = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(active));
+  const std::uint16_t standby_port = free_port();
+  metrics_addr_ = "127.0.0.1:" + std::to_string(standby_port);
+  RelayProcess& standby = start_relay();
+
+  HttpResult ready;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        ready = http_get(standby_port, "/readyz");
+        return ready.body.find("state standby") != std::string::npos || !standby.is_running();
+      },
+      60s, 100ms))
+      << "standby /readyz: " << ready.status << " " << ready.body;
+  EXPECT_EQ(ready.status, 503) << ready.body;
+  EXPECT_EQ(http_get(standby_port, "/healthz").status, 200);
+  EXPECT_EQ(http_get(active_port, "/readyz").status, 200);
+  EXPECT_EQ(http_get(active_port, "/healthz").status, 200);
+
+  // What OutboxRelayNotStreaming joins: both carry the slot; exactly one streams.
+  auto standby_samples = parse_samples(http_get(standby_port, "/metrics").body);
+  auto active_samples = parse_samples(http_get(active_port, "/metrics").body);
+  EXPECT_EQ(standby_samples["outbox_relay_state{state=\"standby\"}"], "1");
+  EXPECT_EQ(standby_samples["outbox_relay_state{state=\"streaming\"}"], "0");
+  EXPECT_EQ(active_samples["outbox_relay_state{state=\"streaming\"}"], "1");
+  for (auto* samples : {&standby_samples, &active_samples}) {
+    bool has_slot = false;
+    for (const auto& [series, value] : *samples) {
+      has_slot = has_slot ||
+                 (series.rfind("outbox_relay_info{slot=\"" + slot_ + "\"", 0) == 0 && value == "1");
+    }
+    EXPECT_TRUE(has_slot) << "outbox_relay_info without slot=\"" << slot_ << "\"";
+  }
+
+  // The standby takes over when the active replica stops (a Recreate or a lost pod).
+  expect_graceful_stop(active);
+  EXPECT_TRUE(
+      wait_until([&] { return http_get(standby_port, "/readyz").status == 200; }, 60s, 100ms))
+      << "the standby did not become ready within 60 s of the active relay's stop\n"
+      << tail_file(standby.log_path(), 20);
+  expect_graceful_stop(standby);
+}
+
 }  // namespace
 }  // namespace outbox_test
