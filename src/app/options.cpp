@@ -383,7 +383,9 @@ Table run_flags(Options& o) {
       flags::property("-X", r.producer.properties,
                       "librdkafka producer property, repeatable (e.g. -X linger.ms=10)"),
       flags::duration("--status-interval", r.status_interval,
-                      "standby status update period (default 10s)",
+                      "standby status update period while idle (default 10s);\n"
+                      "acknowledged events are confirmed within about a second\n"
+                      "whatever it is",
                       {milliseconds(1), Below::kInvalid}),
       flags::duration("--read-pause", r.read_pause,
                       "while the stream is busy, pause up to this long before reading\n"

@@ -125,6 +125,15 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
            "sequence lost) and the relay rewound to the confirmed position with a new producer, "
            "sending the records it had failed one at a time, in order.",
            m.producer_rewinds);
+  w.single("outbox_relay_resent_transactions_skipped_total", "counter",
+           "Transactions the server sent again after a reconnect that Kafka had already "
+           "acknowledged in full: not produced again.",
+           m.resent_transactions_skipped);
+  w.single("outbox_relay_resent_inserts_skipped_total", "counter",
+           "Inserts the server sent again after a reconnect that Kafka had already acknowledged "
+           "(in skipped transactions, or the first of the transaction the connection cut): not "
+           "produced again.",
+           m.resent_inserts_skipped);
   w.single("outbox_relay_transactions_confirmed_total", "counter",
            "Transactions whose events were all acknowledged and whose end position was confirmed.",
            m.transactions_confirmed);

@@ -177,11 +177,11 @@ boost::asio::awaitable<BootstrapResult> ensure_slot_and_publication(ReplicationC
 }
 
 std::string start_replication_command(const std::string& slot, const std::string& publication,
-                                      const QuoteFn& quote_literal,
+                                      Lsn start, const QuoteFn& quote_literal,
                                       const QuoteFn& quote_identifier) {
-  return "START_REPLICATION SLOT " + quote_identifier(slot) +
-         " LOGICAL 0/0 (proto_version '1', publication_names " +
-         quote_literal(quote_identifier(publication)) + ")";
+  return "START_REPLICATION SLOT " + quote_identifier(slot) + " LOGICAL " + start.to_string() +
+         " (proto_version '1', publication_names " + quote_literal(quote_identifier(publication)) +
+         ")";
 }
 
 }  // namespace outbox::pg

@@ -83,6 +83,11 @@ bool AckTracker::advance_idle(Lsn lsn) {
   return true;
 }
 
+bool AckTracker::all_acknowledged(TxnSeq txn) const {
+  if (txn < front_seq_ || txn - front_seq_ >= entries_.size()) return true;
+  return entries_[txn - front_seq_].pending == 0;
+}
+
 std::optional<Lsn> AckTracker::oldest_pending_commit() const {
   if (entries_.empty()) return std::nullopt;
   return entries_.front().commit_lsn;

@@ -80,8 +80,25 @@ void Pipeline::fail(Fatal f) {
 }
 
 void Pipeline::on_disconnect() {
+  // A cut transaction that is itself a re-send counts the inserts skipped in it too.
+  if (txn_) cut_ = Cut{*txn_, commit_lsn_, inserts_in_txn_};
   tracker_.abandon_open();
   txn_.reset();
+  skipping_txn_ = false;
+  skip_inserts_ = 0;
+  inserts_in_txn_ = 0;
+}
+
+void Pipeline::resume(bool history_continues) {
+  skip_acknowledged_ = history_continues;
+  // Its handled inserts are skipped only once Kafka acknowledged all of them; otherwise the
+  // whole transaction is produced again (duplicates, never a gap).
+  if (cut_ && !(history_continues && tracker_.all_acknowledged(cut_->txn))) cut_.reset();
+  log_->info(
+      "event=resuming slot={} acknowledged={} history_continues={} cut_transaction={} "
+      "cut_inserts_acknowledged={}",
+      config_.slot, tracker_.confirmable().to_string(), history_continues,
+      cut_ ? cut_->final_lsn.to_string() : "none", cut_ ? cut_->inserts : 0);
 }
 
 void Pipeline::set_outbox_tree(bool partitioned, const std::vector<std::uint32_t>& relids) {
@@ -107,6 +124,7 @@ void Pipeline::on_keepalive(const pgoutput::Keepalive& k) {
 }
 
 void Pipeline::count_skip(std::uint32_t relid, Skip skip, std::string_view table) {
+  if (skipping_txn_) return;  // counted when it was first sent
   const char* reason = kSkipReasons[static_cast<std::size_t>(skip)];
   auto it = metrics_.skipped_changes.find(std::string_view(reason));
   if (it == metrics_.skipped_changes.end()) {
@@ -167,6 +185,19 @@ Pipeline::Step Pipeline::on_frame(std::span<const std::byte> frame) {
 }
 
 Pipeline::Step Pipeline::on_message(const pgoutput::Begin& b, const pgoutput::XLogData&) {
+  // Sent again after a reconnect, and acknowledged in full before: the prefix ends past its
+  // commit (within one session, every transaction commits after the prefix's end).
+  if (skip_acknowledged_ && b.final_lsn < tracker_.confirmable()) {
+    skipping_txn_ = true;
+    ++metrics_.resent_transactions_skipped;
+    return Pipeline::Step::kDone;
+  }
+  inserts_in_txn_ = 0;
+  skip_inserts_ = 0;
+  if (cut_ && b.final_lsn >= cut_->final_lsn) {
+    if (b.final_lsn == cut_->final_lsn) skip_inserts_ = cut_->inserts;
+    cut_.reset();
+  }
   commit_lsn_ = b.final_lsn;
   commit_time_ms_ = pgoutput::to_unix_millis(b.commit_time);
   metrics_.commit_to_read_seconds.observe(
@@ -176,6 +207,10 @@ Pipeline::Step Pipeline::on_message(const pgoutput::Begin& b, const pgoutput::XL
 }
 
 Pipeline::Step Pipeline::on_message(const pgoutput::Commit& c, const pgoutput::XLogData&) {
+  if (skipping_txn_) {
+    skipping_txn_ = false;
+    return Pipeline::Step::kDone;
+  }
   if (!txn_)
     throw FatalError({kExitError, "Commit at " + c.commit_lsn.to_string() + " without Begin"});
   tracker_.commit(*txn_, c.end_lsn);
@@ -221,6 +256,22 @@ Pipeline::Step Pipeline::on_message(const pgoutput::Truncate& t, const pgoutput:
 }
 
 Pipeline::Step Pipeline::on_message(const pgoutput::Insert& ins, const pgoutput::XLogData& x) {
+  if (skipping_txn_) {
+    ++metrics_.resent_inserts_skipped;
+    return Pipeline::Step::kDone;
+  }
+  if (skip_inserts_ > 0) {
+    --skip_inserts_;
+    ++inserts_in_txn_;
+    ++metrics_.resent_inserts_skipped;
+    return Pipeline::Step::kDone;
+  }
+  const Step step = produce_insert(ins, x);
+  if (step == Pipeline::Step::kDone) ++inserts_in_txn_;
+  return step;
+}
+
+Pipeline::Step Pipeline::produce_insert(const pgoutput::Insert& ins, const pgoutput::XLogData& x) {
   if (!txn_) {
     throw FatalError(
         {kExitError, "Insert at " + x.wal_start.to_string() + " outside a transaction"});
@@ -457,6 +508,7 @@ void Pipeline::begin_rewind(const std::string& error) {
 void Pipeline::rewound() {
   tracker_.forget_unacknowledged();
   txn_.reset();
+  cut_.reset();  // its inserts may be among the forgotten
   isolation_inflight_ = false;
   rewinding_ = false;
   log_->info("event=rewound slot={} confirmed={} to_send_alone={}", config_.slot,

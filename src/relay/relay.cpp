@@ -41,7 +41,14 @@ std::shared_ptr<spdlog::logger> make_logger() {
 bool retryable(const pg::Error& e) { return pg::retryable(pg::classify(e)); }
 
 // Shortest time between two publication checks while the confirmed position waits for one.
-constexpr std::chrono::milliseconds kMinCheckGap{1000};
+constexpr std::chrono::milliseconds kMinCheckGap{500};
+
+// The slot is told what Kafka acknowledged this long after the confirmable position advanced
+// (coalesced: one status update for every report meanwhile), so a crash re-sends little.
+constexpr std::chrono::milliseconds kConfirmDelay{100};
+
+// Longest wait, before a reconnected stream starts, for the deliveries still in flight.
+constexpr std::chrono::seconds kSettleTimeout{5};
 
 // Frames handled between two turns of the io_context.
 constexpr std::size_t kYieldFrames = 256;
@@ -57,6 +64,7 @@ class Relay::Impl : private Pipeline::Sink {
         wake_(io),
         pace_timer_(io),
         status_timer_(io),
+        confirm_timer_(io),
         backoff_timer_(io),
         check_timer_(io),
         rng_(std::random_device{}()),
@@ -96,6 +104,7 @@ class Relay::Impl : private Pipeline::Sink {
         fail({kExitError, std::string("unexpected error: ") + e.what()});
       }
       status_timer_.cancel();
+      confirm_timer_.cancel();
       cancel_check_timer();
       pipeline_.on_disconnect();
       conn_.reset();
@@ -221,19 +230,38 @@ class Relay::Impl : private Pipeline::Sink {
                                            "): the slot's history does not carry over"});
     }
     system_id_ = sys.system_id;
+    // What Kafka acknowledged is in this server's WAL, unchanged, only on the same timeline.
+    const bool history_continues = !timeline_ || *timeline_ == sys.timeline;
+    if (!history_continues) {
+      log_->warn(
+          "event=timeline_changed slot={} timeline={} was={}: events Kafka acknowledged after "
+          "the slot's position may be sent again",
+          config_.slot, sys.timeline, *timeline_);
+    }
+    timeline_ = sys.timeline;
     co_await ensure_publication_and_slot();
     // Before the stream starts, on every connect: refuse a publication that hides outbox inserts.
     co_await check_publication();
+    // No re-send of what Kafka acknowledged (Pipeline::resume): let what is in flight be
+    // acknowledged first, then start at the acknowledged prefix; the server starts at the
+    // greater of it and the slot's confirmed_flush_lsn, which after a crash is the last one
+    // written at a checkpoint, often far behind.
+    co_await settle_deliveries();
+    if (leaving()) co_return;
+    pipeline_.resume(history_continues);
+    const Lsn acked = pipeline_.acknowledged();
+    const Lsn start = history_continues && acked <= sys.xlogpos ? acked : Lsn{};
     const std::string command = pg::start_replication_command(
-        config_.slot, config_.publication,
+        config_.slot, config_.publication, start,
         [&](const std::string& v) { return conn_->quote_literal(v); },
         [&](const std::string& v) { return conn_->quote_identifier(v); });
     co_await conn_->start_replication(command, config_.connect_timeout);
     had_slot_ = true;
     streamed = true;
     set_state(State::kStreaming, "");
-    log_->info("event=streaming slot={} publication={} server_wal={} timeline={}", config_.slot,
-               config_.publication, sys.xlogpos.to_string(), sys.timeline);
+    log_->info("event=streaming slot={} publication={} server_wal={} timeline={} start={}",
+               config_.slot, config_.publication, sys.xlogpos.to_string(), sys.timeline,
+               start.to_string());
     arm_status_timer();
     schedule_check();
     try {
@@ -245,6 +273,15 @@ class Relay::Impl : private Pipeline::Sink {
     }
     // Only stop or failure leave the loop normally: run the shutdown sequence.
     co_await finish();
+  }
+
+  // Waits (at most kSettleTimeout) until Kafka acknowledged every record in flight, so that the
+  // transactions they belong to are not sent again after a reconnect.
+  awaitable<void> settle_deliveries() {
+    const auto deadline = Clock::now() + kSettleTimeout;
+    while (pipeline_.tracker().inflight_events() > 0 && !leaving() && Clock::now() < deadline) {
+      co_await wait_for_change(deadline);
+    }
   }
 
   // The publication and the slot (pg::SlotBootstrap, as the setup command): created when missing
@@ -385,7 +422,7 @@ class Relay::Impl : private Pipeline::Sink {
       throw;
     }
     schedule_check();
-    if (confirm_lsn() > was) send_status();
+    if (confirm_lsn() > was) confirm_soon();
   }
 
   // Arms the check timer: soon while the confirmed position waits for a check, else at the
@@ -516,6 +553,7 @@ class Relay::Impl : private Pipeline::Sink {
   // After each delivery report: a failure may end the relay or the session; a waiting reader
   // may go on.
   void after_delivery() {
+    confirm_soon();
     if (pipeline_.fatal() && !fatal_) fail(*pipeline_.fatal());
     if (pipeline_.rewinding() && !rewind_signalled_) {
       rewind_signalled_ = true;  // once: the stop sequence's own waits must not be cut short
@@ -607,6 +645,21 @@ class Relay::Impl : private Pipeline::Sink {
     });
   }
 
+  // A status update kConfirmDelay from now when the confirmable position passed what the slot
+  // was last told; a check soon when the acknowledged prefix passed the verified position.
+  // Nothing is armed while nothing advances: no wake-ups while idle.
+  void confirm_soon() {
+    if (!conn_ || leaving()) return;
+    if (pipeline_.waiting_for_check()) schedule_check();
+    if (confirm_armed_ || confirm_lsn() <= last_reported_) return;
+    confirm_armed_ = true;
+    confirm_timer_.expires_after(kConfirmDelay);
+    confirm_timer_.async_wait([this](const boost::system::error_code& ec) {
+      confirm_armed_ = false;
+      if (!ec) send_status();
+    });
+  }
+
   void send_status() {
     if (!conn_ || !conn_->connected()) return;
     schedule_check();
@@ -655,6 +708,8 @@ class Relay::Impl : private Pipeline::Sink {
   asio::steady_timer wake_;
   asio::steady_timer pace_timer_;  // the read pause of stream()
   asio::steady_timer status_timer_;
+  asio::steady_timer confirm_timer_;  // see confirm_soon()
+  bool confirm_armed_ = false;
   asio::steady_timer backoff_timer_;
   asio::steady_timer check_timer_;  // the next publication check
   std::mt19937_64 rng_;
@@ -671,6 +726,7 @@ class Relay::Impl : private Pipeline::Sink {
   bool had_slot_ = false;
   std::optional<Fatal> fatal_;
   std::optional<std::string> system_id_;
+  std::optional<std::uint32_t> timeline_;  // of the last session
   Lsn last_reported_;
   Clock::time_point last_status_sent_;
   bool rewind_signalled_ = false;

@@ -583,7 +583,8 @@ INSTANTIATE_TEST_SUITE_P(Modes, BrokerOutage, ::testing::Values(Outage::kSigstop
 
 // ------------------------------------------------------------------------------------------------
 // 3. PostgreSQL restarts (fast and immediate shutdown) during a workload: the relay reconnects by
-// itself, nothing is lost (immediate shutdown may move confirmed_flush back: duplicates only).
+// itself, nothing is lost, and nothing Kafka acknowledged is sent again (an immediate shutdown
+// moves confirmed_flush back to the last checkpoint's; the relay starts past it).
 
 class PgRestart : public FaultTest, public ::testing::WithParamInterface<std::string> {};
 
@@ -627,6 +628,7 @@ TEST_P(PgRestart, RelayReconnectsNothingLost) {
   EXPECT_EQ(check.problems.count(), 0u) << check.problems.describe();
   figure("committed_events", static_cast<std::int64_t>(rows.size()));
   figure("duplicates", static_cast<std::int64_t>(check.duplicates));
+  EXPECT_EQ(check.duplicates, 0u) << "events Kafka had acknowledged were sent again";
   EXPECT_GE(count_in_file(relay.log_path(), "event=reconnect"), 1u)
       << "the relay log shows no event=reconnect";
   EXPECT_TRUE(relay.is_running());
@@ -634,6 +636,61 @@ TEST_P(PgRestart, RelayReconnectsNothingLost) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, PgRestart, ::testing::Values("fast", "immediate"),
                          [](const auto& info) { return info.param; });
+
+// No re-send after a PostgreSQL crash: five immediate stops while the relay catches up after a
+// burst. After crash recovery the slot's confirmed_flush_lsn is the one last written at a
+// checkpoint, far behind what Kafka acknowledged; the relay, alive throughout, starts past its own
+// acknowledged position and skips what the server sends again: not one event twice.
+TEST_F(FaultTest, PgCrashesDuringCatchUpResendNothing) {
+  constexpr int kCrashes = 5;
+  constexpr int kTxnSize = 2000;
+  const int txns_per_burst = scaled(15, 3);
+  const std::string services_log = log_path("services");
+  ScopeGuard pg_back([&] { pg_up(services_log); });
+  create_outbox_table();
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  KafkaReader reader(brokers_, {topic_});
+  std::int64_t next_seq = 1;
+  for (int crash = 0; crash < kCrashes; ++crash) {
+    const std::size_t before = reader.records().size();
+    for (int t = 0; t < txns_per_burst; ++t) {
+      pg_->exec(
+          Workload::insert_sql(qualified_table(), aggregatetype_, 50, next_seq, kTxnSize, false));
+      next_seq += kTxnSize;
+    }
+    // Crash while the relay is catching up: some of the burst in Kafka, most not yet.
+    ASSERT_TRUE(reader.read_until(
+        [&](const auto& r) { return r.size() >= before + kTxnSize * 3 / 2; }, 60s))
+        << "the relay did not catch up on burst " << crash;
+    ASSERT_TRUE(pg_restart("immediate", services_log))
+        << "pg_ctl -m immediate restart failed; see " << services_log;
+    ASSERT_TRUE(reconnect_pg());
+    const bool back =
+        wait_until([&] { return !relay.is_running() || pg_->slot_active(slot_); }, 60s, 50ms);
+    ASSERT_TRUE(relay.is_running()) << "relay exited with " << relay.wait_exit(0ms).value_or(-1);
+    ASSERT_TRUE(back) << "relay did not stream again within 60 s of crash " << crash;
+  }
+  const Lsn lsn_after_load = pg_->current_wal_lsn();
+  auto rows = committed_seqs();
+  ASSERT_EQ(rows.size(), static_cast<std::size_t>(next_seq - 1));
+  DistinctIds all(rows.size());
+  ASSERT_TRUE(reader.read_until(std::ref(all), 180s))
+      << all.count() << " of " << rows.size() << " events in Kafka within 180 s";
+  expect_confirmed_reaches(lsn_after_load, 60s);
+  reader.read_for(1s);
+  const auto check = check_deliveries(reader.records(), rows);
+  EXPECT_EQ(check.problems.count(), 0u) << check.problems.describe();
+  EXPECT_EQ(check.missing, 0u);
+  figure("events", static_cast<std::int64_t>(rows.size()));
+  figure("duplicates", static_cast<std::int64_t>(check.duplicates));
+  EXPECT_EQ(check.duplicates, 0u) << "events Kafka had acknowledged were sent again";
+  EXPECT_GE(count_in_file(relay.log_path(), "event=resuming"), std::size_t{kCrashes});
+  figure("crashes_that_cut_a_transaction",
+         static_cast<std::int64_t>(count_in_file(relay.log_path(), "cut_transaction=")) -
+             static_cast<std::int64_t>(count_in_file(relay.log_path(), "cut_transaction=none")));
+  EXPECT_TRUE(relay.is_running());
+}
 
 // ------------------------------------------------------------------------------------------------
 // 1. Crash loop: 100,000 events in transactions of 1 to 2,000 events over 200 aggregates, 5% of
@@ -691,6 +748,43 @@ TEST_F(FaultTest, CrashLoop) {
   EXPECT_EQ(check.missing, 0u) << "committed events missing";
   figure("records_in_kafka", static_cast<std::int64_t>(check.records));
   figure("duplicates", static_cast<std::int64_t>(check.duplicates));
+  EXPECT_TRUE(relay->is_running());
+}
+
+// Prompt confirmation: the slot follows what Kafka acknowledged within about a second whatever
+// --status-interval is (the default 10 s here), so a SIGKILL at a steady 2,000 events/s, 9.6 s into
+// the load (just before a status period would end), re-sends about a second of events.
+TEST_F(FaultTest, SigkillResendsAboutOneSecond) {
+  constexpr int kRate = 2000;  // events per second
+  constexpr int kSeconds = 12;
+  constexpr int kEvents = kRate * kSeconds;
+  status_interval_ = "10s";
+  create_outbox_table();
+  RelayProcess* relay = &start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(*relay));
+  KafkaReader reader(brokers_, {topic_});
+  Workload& load = start_workload(plan_uniform(kEvents / 10, 10), std::chrono::seconds(kSeconds));
+  ASSERT_TRUE(load.wait_committed(kEvents * 8 / 10, 120s)) << "workload stalled";
+  reader.read_for(10ms);
+  ASSERT_TRUE(relay->is_running()) << "relay exited with " << relay->wait_exit(0ms).value_or(-1);
+  relay->kill9();
+  relay = &start_relay();
+  load.join();
+  const Lsn lsn_after_load = pg_->current_wal_lsn();
+  auto rows = committed_seqs();
+  ASSERT_EQ(rows.size(), static_cast<std::size_t>(kEvents));
+  DistinctIds all(rows.size());
+  ASSERT_TRUE(reader.read_until(std::ref(all), 120s))
+      << all.count() << " of " << rows.size() << " events in Kafka within 120 s";
+  expect_confirmed_reaches(lsn_after_load, 60s);
+  reader.read_for(1s);
+  const auto check = check_deliveries(reader.records(), rows);
+  EXPECT_EQ(check.problems.count(), 0u) << check.problems.describe();
+  EXPECT_EQ(check.missing, 0u);
+  figure("duplicates", static_cast<std::int64_t>(check.duplicates));
+  figure("duplicates_ms_of_load", static_cast<std::int64_t>(check.duplicates * 1000 / kRate));
+  EXPECT_LE(check.duplicates, static_cast<std::size_t>(kRate * 3 / 2))
+      << "a SIGKILL re-sent " << check.duplicates << " events, more than 1.5 s of the load";
   EXPECT_TRUE(relay->is_running());
 }
 

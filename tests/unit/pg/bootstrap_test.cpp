@@ -205,9 +205,15 @@ TEST(SlotBootstrap, RowsOfAnotherShapeAreAnUnexpectedReply) {
 }
 
 TEST(StartReplication, QuotesSlotAndPublication) {
-  EXPECT_EQ(start_replication_command("my slot", "my\"pub", lit, ident),
+  EXPECT_EQ(start_replication_command("my slot", "my\"pub", Lsn{}, lit, ident),
             "START_REPLICATION SLOT \"my slot\" LOGICAL 0/0 (proto_version '1', "
             "publication_names '\"my\"pub\"')");
+}
+
+TEST(StartReplication, StartsAtTheGivenPosition) {
+  EXPECT_EQ(start_replication_command("s", "p", Lsn{0x1A2B3C4D5EULL}, lit, ident),
+            "START_REPLICATION SLOT \"s\" LOGICAL 1A/2B3C4D5E (proto_version '1', "
+            "publication_names '\"p\"')");
 }
 
 }  // namespace

@@ -382,5 +382,103 @@ TEST_F(PipelineTest, SkippedChangesAreCounted) {
   EXPECT_TRUE(sink_.records.empty());
 }
 
+// ---- no re-send after a reconnect ----------------------------------------------------------
+
+class ReconnectTest : public PipelineTest {
+ protected:
+  ReconnectTest() { config_.max_inflight_events = 100; }
+
+  // Transaction 0x1000 (e1, e2) acknowledged; transaction 0x2000 cut after e3.
+  void stream_until_cut(bool ack_e3) {
+    pipeline();
+    ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+    ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
+    ASSERT_EQ(step(insert("e2", "b")), Step::kDone);
+    ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+    ASSERT_EQ(step(begin(0x2000)), Step::kDone);
+    ASSERT_EQ(step(insert("e3", "a")), Step::kDone);
+    ASSERT_EQ(sink_.records.size(), 3u);
+    report(sink_.records[0], true);
+    report(sink_.records[1], true);
+    if (ack_e3) report(sink_.records[2], true);
+    pipeline_->on_disconnect();
+    ASSERT_EQ(pipeline_->confirmable(), Lsn{0x1010});
+  }
+
+  // The server sends both transactions again, in full.
+  void resend() {
+    ASSERT_EQ(step(relation()), Step::kDone);
+    for (const auto& frame :
+         {begin(0x1000), insert("e1", "a"), insert("e2", "b"), commit(0x1000, 0x1010),
+          begin(0x2000), insert("e3", "a"), insert("e4", "b"), commit(0x2000, 0x2010)}) {
+      ASSERT_EQ(step(frame), Step::kDone);
+    }
+  }
+
+  std::vector<std::string> ids_from(std::size_t first) const {
+    std::vector<std::string> ids;
+    for (std::size_t i = first; i < sink_.records.size(); ++i) ids.push_back(sink_.records[i].id);
+    return ids;
+  }
+};
+
+TEST_F(ReconnectTest, WhatKafkaAcknowledgedIsNotProducedAgain) {
+  ASSERT_NO_FATAL_FAILURE(stream_until_cut(/*ack_e3=*/true));
+  pipeline_->resume(/*history_continues=*/true);
+  ASSERT_NO_FATAL_FAILURE(resend());
+  EXPECT_EQ(ids_from(3), std::vector<std::string>{"e4"})
+      << "the acknowledged transaction, and e3 before the cut, are not produced again";
+  EXPECT_EQ(metrics_.resent_transactions_skipped, 1u);
+  EXPECT_EQ(metrics_.resent_inserts_skipped, 3u);
+  EXPECT_EQ(pipeline_->confirmable(), Lsn{0x1010});
+  report(sink_.records[3], true);
+  EXPECT_EQ(pipeline_->confirmable(), Lsn{0x2010}) << "e3's copy before the cut and e4 acked";
+}
+
+TEST_F(ReconnectTest, UnacknowledgedInsertsOfTheCutTransactionAreProducedAgain) {
+  ASSERT_NO_FATAL_FAILURE(stream_until_cut(/*ack_e3=*/false));
+  pipeline_->resume(/*history_continues=*/true);
+  ASSERT_NO_FATAL_FAILURE(resend());
+  EXPECT_EQ(ids_from(3), (std::vector<std::string>{"e3", "e4"}));
+  report(sink_.records[3], true);
+  report(sink_.records[4], true);
+  EXPECT_EQ(pipeline_->confirmable(), Lsn{0x1010}) << "the first copy of e3 is not acknowledged";
+  report(sink_.records[2], true);
+  EXPECT_EQ(pipeline_->confirmable(), Lsn{0x2010});
+}
+
+TEST_F(ReconnectTest, ANewTimelineProducesEverythingAgain) {
+  ASSERT_NO_FATAL_FAILURE(stream_until_cut(/*ack_e3=*/true));
+  pipeline_->resume(/*history_continues=*/false);
+  ASSERT_NO_FATAL_FAILURE(resend());
+  EXPECT_EQ(ids_from(3), (std::vector<std::string>{"e1", "e2", "e3", "e4"}));
+  EXPECT_EQ(metrics_.resent_inserts_skipped, 0u);
+}
+
+TEST_F(ReconnectTest, ACutTransactionCutAgainCountsItsSkippedInserts) {
+  ASSERT_NO_FATAL_FAILURE(stream_until_cut(/*ack_e3=*/true));
+  pipeline_->resume(/*history_continues=*/true);
+  ASSERT_EQ(step(relation()), Step::kDone);
+  ASSERT_EQ(step(begin(0x2000)), Step::kDone);
+  ASSERT_EQ(step(insert("e3", "a")), Step::kDone);
+  ASSERT_EQ(step(insert("e4", "b")), Step::kDone);
+  ASSERT_EQ(ids_from(3), std::vector<std::string>{"e4"});
+  report(sink_.records[3], true);
+  pipeline_->on_disconnect();
+  pipeline_->resume(/*history_continues=*/true);
+  ASSERT_NO_FATAL_FAILURE(resend());
+  EXPECT_EQ(ids_from(4), std::vector<std::string>{}) << "e3 and e4 were both acknowledged";
+  EXPECT_EQ(pipeline_->confirmable(), Lsn{0x2010});
+}
+
+TEST_F(ReconnectTest, ARewindProducesTheCutTransactionAgain) {
+  ASSERT_NO_FATAL_FAILURE(stream_until_cut(/*ack_e3=*/true));
+  pipeline_->begin_rewind("test");
+  pipeline_->rewound();
+  pipeline_->resume(/*history_continues=*/true);
+  ASSERT_NO_FATAL_FAILURE(resend());
+  EXPECT_EQ(ids_from(3), (std::vector<std::string>{"e3", "e4"}));
+}
+
 }  // namespace
 }  // namespace outbox::relay

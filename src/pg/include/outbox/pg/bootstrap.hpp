@@ -112,11 +112,13 @@ boost::asio::awaitable<BootstrapResult> ensure_slot_and_publication(ReplicationC
                                                                     const BootstrapOptions& options,
                                                                     Duration timeout);
 
-// START_REPLICATION SLOT "slot" LOGICAL 0/0 (proto_version '1', publication_names '"pub"'):
+// START_REPLICATION SLOT "slot" LOGICAL <start> (proto_version '1', publication_names '"pub"'):
 // pgoutput's protocol version 1 (no streaming of transactions in progress), and the publication
-// name quoted as an identifier inside a string literal, as pgoutput parses the option.
+// name quoted as an identifier inside a string literal, as pgoutput parses the option. The server
+// starts at the greater of `start` and the slot's confirmed_flush_lsn, and skips transactions
+// whose commit record begins before it (0/0: the slot's position).
 std::string start_replication_command(const std::string& slot, const std::string& publication,
-                                      const QuoteFn& quote_literal,
+                                      Lsn start, const QuoteFn& quote_literal,
                                       const QuoteFn& quote_identifier);
 
 }  // namespace outbox::pg

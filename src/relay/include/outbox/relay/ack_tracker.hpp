@@ -54,6 +54,9 @@ class AckTracker {
   // Returns whether it applied.
   bool advance_idle(Lsn lsn);
 
+  // Every event of `txn` was acknowledged (or it is no longer tracked: confirmable or forgotten).
+  bool all_acknowledged(TxnSeq txn) const;
+
   bool idle() const { return entries_.empty(); }
   bool has_open() const { return open_.has_value(); }
   std::size_t inflight_events() const { return inflight_events_; }

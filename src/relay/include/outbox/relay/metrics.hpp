@@ -55,6 +55,10 @@ struct Metrics {
   std::uint64_t bytes_published = 0;                                   // key + value bytes
   std::map<std::string, std::uint64_t, std::less<>> delivery_errors;   // by reason
   std::uint64_t dlq_events = 0;
+  // Sent again by the server after a reconnect and not produced again: Kafka had acknowledged
+  // them (see Pipeline::resume()).
+  std::uint64_t resent_transactions_skipped = 0;
+  std::uint64_t resent_inserts_skipped = 0;
   std::uint64_t producer_rewinds = 0;  // the producer stopped; see Pipeline::begin_rewind()
   std::uint64_t transactions_confirmed = 0;
   std::uint64_t reconnects = 0;

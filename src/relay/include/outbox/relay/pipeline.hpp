@@ -105,6 +105,13 @@ class Pipeline {
   // The connection dropped: an open transaction will be sent again in full.
   void on_disconnect();
 
+  // A new session is about to stream. With `history_continues` (same system and timeline as the
+  // sessions before, so the WAL holds what Kafka acknowledged, unchanged), what the server sends
+  // again that Kafka already acknowledged is not produced again: transactions whose commit is
+  // before the acknowledged prefix, and the acknowledged first inserts of the transaction the
+  // connection cut (DESIGN.md, "No re-send after a reconnect").
+  void resume(bool history_continues);
+
   // The slot may be confirmed up to what Kafka acknowledged, and never past the WAL position of
   // the last publication check that passed: inserts hidden by a publication altered since are
   // then at least never confirmed.
@@ -152,6 +159,7 @@ class Pipeline {
     return Step::kDone;
   }
 
+  Step produce_insert(const pgoutput::Insert& ins, const pgoutput::XLogData& x);
   void count_skip(std::uint32_t relid, Skip skip, std::string_view table);
   Step poison_in_stream(const Poison& p);
   kafka::ProduceStatus dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn);
@@ -195,6 +203,18 @@ class Pipeline {
   // Ids of records a refused batch failed: each is sent alone when the stream brings it again.
   std::unordered_set<std::string, StringHash, std::equal_to<>> suspects_;
   bool isolation_inflight_ = false;  // a record sent alone awaits its report
+  // No re-send after a reconnect (see resume()). The transaction open when the connection
+  // dropped: its inserts handled so far need not be produced again once all are acknowledged.
+  struct Cut {
+    AckTracker::TxnSeq txn;
+    Lsn final_lsn;
+    std::size_t inserts;
+  };
+  std::optional<Cut> cut_;
+  std::size_t inserts_in_txn_ = 0;  // inserts of the open transaction handled so far
+  std::size_t skip_inserts_ = 0;    // first inserts of the open transaction already acknowledged
+  bool skip_acknowledged_ = false;  // this session continues the history of the last
+  bool skipping_txn_ = false;       // the open transaction was acknowledged in full
   bool rewinding_ = false;
   std::optional<Fatal> fatal_;
   pgoutput::Message msg_;
