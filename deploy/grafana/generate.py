@@ -129,6 +129,8 @@ PANELS = [
     panel("Reconnects and publication checks",
           [('sum(increase(outbox_relay_reconnects_total{' + SEL + '}[$__rate_interval]))',
             "reconnects"),
+           ('sum(increase(outbox_relay_resent_inserts_skipped_total{' + SEL +
+            '}[$__rate_interval]))', "re-sent inserts not produced again"),
            ('sum(increase(outbox_relay_publication_checks_total{' + SEL +
             '}[$__rate_interval]))', "publication checks passed"),
            ('max(outbox_relay_confirmed_lsn{' + SEL + '}) - max(outbox_relay_publication_verified_lsn{'
