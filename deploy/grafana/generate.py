@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Writes outbox-relay.json, the Grafana dashboard of outbox-relay, from the panels below.
 
-Edit this file, not the JSON: `python3 deploy/grafana/generate.py` rewrites it, and
-tests/deploy checks that the committed JSON is this script's output, that every query parses
-(promtool) and that every metric and label it queries exists in a real relay's /metrics.
+Edit this file, not the JSON: `python3 deploy/grafana/generate.py` rewrites it (with
+`--stdout` it prints it instead), and tests/deploy checks that the committed JSON is this
+script's output, that every query parses (promtool) and that every metric and label it queries
+exists in a real relay's /metrics.
 The dashboard was not imported into a Grafana here (no Grafana on the CI machines).
 """
 import json
 import pathlib
+import sys
 
 # Relays are picked by job and slot (outbox_relay_info carries the slot); every panel query
 # selects the chosen instances.
@@ -204,5 +206,8 @@ DASHBOARD = {
 }
 
 if __name__ == "__main__":
-    out = pathlib.Path(__file__).with_name("outbox-relay.json")
-    out.write_text(json.dumps(DASHBOARD, indent=2, sort_keys=True) + "\n")
+    text = json.dumps(DASHBOARD, indent=2, sort_keys=True) + "\n"
+    if sys.argv[1:] == ["--stdout"]:  # what tests/deploy compares with the committed file
+        sys.stdout.write(text)
+    else:
+        pathlib.Path(__file__).with_name("outbox-relay.json").write_text(text)

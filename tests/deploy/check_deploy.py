@@ -165,12 +165,13 @@ def grafana_to_promql(expr):
 
 # ---- static -----------------------------------------------------------------------------------
 def check_dashboard(relay):
-    dash = json.loads(DASHBOARD.read_text())
-    gen = subprocess.run([sys.executable, str(REPO / "deploy/grafana/generate.py")],
+    committed = DASHBOARD.read_text()
+    dash = json.loads(committed)
+    gen = subprocess.run([sys.executable, str(REPO / "deploy/grafana/generate.py"), "--stdout"],
                          capture_output=True, text=True)
     if gen.returncode != 0:
         problem(f"deploy/grafana/generate.py failed: {gen.stderr.strip()}")
-    elif json.loads(DASHBOARD.read_text()) != dash:
+    elif gen.stdout != committed:
         problem("deploy/grafana/outbox-relay.json differs from generate.py's output: edit "
                 "generate.py and run it")
     ids = [p["id"] for p in dash["panels"]]
