@@ -143,5 +143,8 @@ Flag property(std::string name, std::vector<std::pair<std::string, std::string>>
 Flag table(std::string name, std::string& schema, std::string& table, std::string help);
 // A topic template over columns (mapping::TopicTemplate). Deferred.
 Flag topic_template(std::string name, std::string& target, std::string help);
+// COLUMN:header|partition[:ALIAS], repeatable, also as a comma-separated list (Debezium's
+// table.fields.additional.placement): appended to `target`; at most one partition placement.
+Flag placement(std::string name, std::vector<mapping::Placement>& target, std::string help);
 
 }  // namespace outbox::app::flags
