@@ -4,6 +4,8 @@
 #include <boost/asio/ip/address.hpp>
 #include <cctype>
 #include <charconv>
+#include <memory>
+#include <optional>
 
 #include "flags.hpp"
 #include "outbox/mapping/topic_template.hpp"
@@ -332,6 +334,40 @@ Flag topic_template(std::string name, std::string& target, std::string help) {
       .defer();
 }
 
+Flag tables(std::string name, std::string& schema, std::string& table,
+            std::vector<std::pair<std::string, std::string>>& more, std::string help) {
+  struct State {
+    bool first = true;
+    std::optional<UsageError> error;  // kept: a later good value does not clear it
+  };
+  auto state = std::make_shared<State>();
+  return Flag(std::move(name), "SCHEMA.TABLE", std::move(help),
+              [&schema, &table, &more, state](const std::string& flag, const std::string& value) {
+                if (state->error) throw *state->error;
+                const auto dot = value.find('.');
+                std::string s = dot == std::string::npos ? "public" : value.substr(0, dot);
+                std::string t = dot == std::string::npos ? value : value.substr(dot + 1);
+                if (s.empty() || t.empty() || t.find('.') != std::string::npos) {
+                  state->error = malformed(flag, "SCHEMA.TABLE or TABLE", value);
+                  throw *state->error;
+                }
+                if (state->first) {
+                  state->first = false;
+                  schema = std::move(s);
+                  table = std::move(t);
+                  return;
+                }
+                bool twice = s == schema && t == table;
+                for (const auto& [ms, mt] : more) twice = twice || (ms == s && mt == t);
+                if (twice) {
+                  state->error = rejected(flag, "table " + s + "." + t + " given twice");
+                  throw *state->error;
+                }
+                more.emplace_back(std::move(s), std::move(t));
+              })
+      .defer();
+}
+
 Flag placement(std::string name, std::vector<mapping::Placement>& target, std::string help) {
   return {std::move(name), "COLUMN:header|partition[:ALIAS]", std::move(help),
           [&target](const std::string& flag, const std::string& value) {
@@ -408,7 +444,9 @@ Table run_flags(Options& o) {
           .require("HOST:PORT[,...]"),
       flags::name("--slot", r.slot, "logical replication slot (default outbox_relay)"),
       flags::name("--publication", r.publication, "publication (default outbox_relay)"),
-      flags::table("--table", m.schema, m.table, "outbox table (default public.outbox)"),
+      flags::tables("--table", m.schema, m.table, m.more_tables,
+                    "outbox table (default public.outbox); repeatable: the tables' events\n"
+                    "are relayed in one commit order through one slot, mapped alike"),
       flags::topic_template("--topic", m.topic_template,
                             "topic template over columns (default "
                             "'outbox.event.${aggregatetype}')"),

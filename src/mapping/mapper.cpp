@@ -296,7 +296,11 @@ Mapper::Mapper(MapperConfig config) : config_(std::move(config)), topic_(config_
 
 bool Mapper::is_outbox_name(const pgoutput::Relation& relation) const {
   const std::string_view schema = relation.nspname.empty() ? "pg_catalog" : relation.nspname;
-  return schema == config_.schema && relation.relname == config_.table;
+  if (schema == config_.schema && relation.relname == config_.table) return true;
+  for (const auto& [s, t] : config_.more_tables) {
+    if (schema == s && relation.relname == t) return true;
+  }
+  return false;
 }
 
 bool Mapper::has_outbox_columns(const pgoutput::Relation& relation) const {

@@ -79,7 +79,12 @@ Pipeline::Pipeline(const RelayConfig& config, Sink& sink, Metrics& metrics,
 }
 
 std::string Pipeline::table_name() const {
-  return config_.mapper.schema + "." + config_.mapper.table;
+  std::string name = config_.mapper.schema + "." + config_.mapper.table;
+  // Several tables: the record does not say which it came from (a delivery report).
+  for (const auto& [schema, table] : config_.mapper.more_tables) {
+    name += ", " + schema + "." + table;
+  }
+  return name;
 }
 
 void Pipeline::fail(Fatal f) {

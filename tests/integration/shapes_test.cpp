@@ -357,5 +357,98 @@ TEST_F(ShapesIntegration, ByteaPayloadIsSentAsRawBytes) {
   expect_graceful_stop(relay);
 }
 
+// --table repeated: an outbox per schema, one slot, one walsender. Events of both tables come
+// in one commit order (each aggregate's events in commit order whichever table they were
+// written to), the publication the relay creates covers both, a poison row of the second table
+// is dead-lettered naming it, and a publication that leaves the second table out is refused.
+TEST_F(ShapesIntegration, SeveralTablesInOneCommitOrder) {
+  create_table("jsonb NOT NULL");
+  const std::string schema = "sh2_" + suffix_;
+  const std::string second = schema + ".outbox";
+  pg_->exec("CREATE SCHEMA " + schema + "; CREATE TABLE " + second + " (LIKE " + qualified_table() +
+            " INCLUDING ALL)");
+  extra_tables_.push_back(second);
+  // relay_args() gives the first --table.
+  RelayProcess& relay =
+      start_relay({"--table", second, "--on-error", "dlq", "--dlq-topic", dlq_topic()});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+
+  constexpr int kTransactions = 150;
+  const auto insert = [&](const std::string& table, int seq, const std::string& type) {
+    return "INSERT INTO " + table + " (aggregatetype, aggregateid, type, payload, seq) VALUES ('" +
+           type + "', 'agg-" + std::to_string(seq % 7) +
+           "', 'T', '{\"seq\": " + std::to_string(seq) + "}', " + std::to_string(seq) + ");";
+  };
+  int seq = 0;
+  for (int t = 0; t < kTransactions; ++t) {
+    std::string sql = "BEGIN;";
+    // First table, second table, or both, in either order.
+    if (t % 3 != 1) sql += insert(qualified_table(), ++seq, aggregatetypes_[0]);
+    if (t % 3 != 0) sql += insert(second, ++seq, aggregatetypes_[0]);
+    if (t % 3 == 2) sql += insert(qualified_table(), ++seq, aggregatetypes_[0]);
+    pg_->exec(sql + "COMMIT;");
+  }
+  // A row of the second table whose topic Kafka would refuse: dead-lettered, naming its table.
+  pg_->exec(insert(second, ++seq, "not a topic!"));
+  const int kEvents = seq;
+  const Lsn lsn = pg_->current_wal_lsn();
+  std::vector<Record> records = read_all(kEvents, {topics_[0], dlq_topic()});
+  expect_confirmed_reaches(lsn, 30s);
+
+  std::map<std::string, std::pair<int, std::string>> by_id;  // id -> seq, table
+  for (const std::string& table : {qualified_table(), second}) {
+    for (const auto& r : pg_->query("SELECT id::text, seq FROM " + table)) {
+      by_id[r[0].value()] = {std::stoi(r[1].value()), table};
+    }
+  }
+  ASSERT_EQ(by_id.size(), static_cast<std::size_t>(kEvents));
+  Problems problems;
+  std::map<int, int> seen;
+  std::map<std::string, int> last_seq;  // by aggregate
+  for (const Record& r : records) {
+    const auto it = by_id.find(header_or(r, "id", ""));
+    if (it == by_id.end()) {
+      problems.add("not a committed row: " + describe(r));
+      continue;
+    }
+    const auto [s, table] = it->second;
+    ++seen[s];
+    if (s == kEvents) {
+      if (r.topic != dlq_topic() || header_or(r, "outbox.table", "") != second) {
+        problems.add("poison row of " + second + ": " + describe(r));
+      }
+      continue;
+    }
+    if (r.topic != topics_[0] || r.value != "{\"seq\": " + std::to_string(s) + "}") {
+      problems.add("record of seq " + std::to_string(s) + ": " + describe(r));
+    }
+    auto& last = last_seq[*r.key];
+    if (last >= s)
+      problems.add("not in commit order after seq " + std::to_string(last) + ": " + describe(r));
+    last = s;
+  }
+  EXPECT_EQ(seen.size(), static_cast<std::size_t>(kEvents));
+  for (const auto& [s, n] : seen) {
+    if (n != 1) problems.add("seq " + std::to_string(s) + " " + std::to_string(n) + " times");
+  }
+  EXPECT_EQ(problems.count(), 0u) << problems.describe();
+  EXPECT_EQ(pg_->scalar("SELECT count(*) FROM pg_catalog.pg_publication_tables WHERE pubname = $1",
+                        {publication_}),
+            "2");
+  expect_graceful_stop(relay);
+
+  // A publication without the second table hides its inserts: refused before streaming.
+  const std::string partial = "sh_partial_" + suffix_;
+  pg_->exec("CREATE PUBLICATION " + partial + " FOR TABLE " + qualified_table() +
+            " WITH (publish = 'insert')");
+  extra_publications_.push_back(partial);
+  RelayProcess& refused = start_relay({"--table", second, "--publication", partial, "--no-create"});
+  const auto code = refused.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "relay still running";
+  EXPECT_EQ(*code, 5);
+  const std::string log = read_file(refused.log_path());
+  EXPECT_NE(log.find("does not publish table " + second), std::string::npos) << log;
+}
+
 }  // namespace
 }  // namespace outbox_test

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "outbox/app/options.hpp"
@@ -80,6 +81,26 @@ TEST(ShapeFlags, TimestampColumnAndTombstones) {
   EXPECT_EQ(error_of(run_with({"--tombstone-on-empty-payload=yes"})),
             "--tombstone-on-empty-payload: takes no value");
   EXPECT_EQ(error_of(run_with({"--column-timestamp"})), "--column-timestamp: missing value");
+}
+
+TEST(ShapeFlags, TableIsRepeatable) {
+  CommandLine cl = parse_command_line(run_with({}));
+  EXPECT_EQ(cl.run.relay.mapper.schema, "public");
+  EXPECT_EQ(cl.run.relay.mapper.table, "outbox");
+  EXPECT_TRUE(cl.run.relay.mapper.more_tables.empty());
+  cl = parse_command_line(
+      run_with({"--table", "billing.outbox", "--table", "shipping.outbox", "--table=outbox"}));
+  EXPECT_EQ(cl.run.relay.mapper.schema, "billing");
+  EXPECT_EQ(cl.run.relay.mapper.table, "outbox");
+  EXPECT_EQ(cl.run.relay.mapper.more_tables, (std::vector<std::pair<std::string, std::string>>{
+                                                 {"shipping", "outbox"}, {"public", "outbox"}}));
+  EXPECT_EQ(error_of(run_with({"--table", "a.x", "--table", "b.x", "--table", "a.x"})),
+            "--table: table a.x given twice");
+  // A bad table is reported even when a good one follows.
+  EXPECT_EQ(error_of(run_with({"--table", "a.b.c", "--table", "good"})),
+            "--table: expected SCHEMA.TABLE or TABLE, got 'a.b.c'");
+  EXPECT_EQ(error_of(run_with({"--table", "good", "--table", "."})),
+            "--table: expected SCHEMA.TABLE or TABLE, got '.'");
 }
 
 TEST(ShapeFlags, HelpListsThem) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "allocation_counter.hpp"
@@ -361,6 +362,30 @@ TEST(Bytea, NullPayloadIsATombstoneOnlyWithTheFlag) {
 TEST(Bytea, TextPayloadColumnsAreNotDecoded) {
   Mapper mapper = mapper_for(MapperConfig{}, relation(kText));
   EXPECT_EQ(as_event(mapper.map_insert(row(text("\\x00ff")))).value, "\\x00ff");
+}
+
+// ---- several outbox tables
+
+TEST(MoreTables, EveryConfiguredTableIsAnOutboxMappedAlike) {
+  MapperConfig config;
+  config.more_tables = {{"billing", "outbox"}, {"public", "outbox_b"}};
+  Mapper mapper{config};
+  Relation billing = relation();
+  billing.relid = kRelid + 1;
+  billing.nspname = "billing";
+  Relation other = relation();
+  other.relid = kRelid + 2;
+  other.nspname = "shipping";
+  for (const Relation* r : {&billing, &other}) {
+    EXPECT_EQ(mapper.is_outbox_name(*r), r == &billing) << r->nspname;
+    mapper.on_relation(*r);
+  }
+  EXPECT_TRUE(mapper.is_outbox_name(relation()));
+  Insert insert = row(text("{}"));
+  insert.relid = kRelid + 1;
+  EXPECT_EQ(as_event(mapper.map_insert(insert)).topic, "outbox.event.Order");
+  insert.relid = kRelid + 2;
+  EXPECT_TRUE(std::holds_alternative<NotOutbox>(mapper.map_insert(insert)));
 }
 
 // ---- allocations

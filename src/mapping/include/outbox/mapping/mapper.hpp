@@ -50,6 +50,8 @@ struct MapperConfig {
   // A NULL payload, or a text payload that is empty or only whitespace, gives a tombstone (the
   // key and a null value) instead of a mapping error (Debezium's route.tombstone.on.empty.payload).
   bool tombstone_on_empty_payload = false;
+  // Further outbox tables (schema, table), mapped the same way: --table given more than once.
+  std::vector<std::pair<std::string, std::string>> more_tables;
 };
 
 // A header from an additional placement.
@@ -107,7 +109,7 @@ class Mapper {
   void on_relation(const pgoutput::Relation& relation);
   void on_relation(const pgoutput::Relation& relation, bool is_outbox);
 
-  // The relation is the configured table by name.
+  // The relation is one of the configured tables by name.
   bool is_outbox_name(const pgoutput::Relation& relation) const;
   // The relation has the columns an outbox row needs (id, payload, the topic template's).
   bool has_outbox_columns(const pgoutput::Relation& relation) const;
