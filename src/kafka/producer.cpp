@@ -430,6 +430,16 @@ ProduceResult Producer::produce(const Record& record, std::uint64_t opaque) {
       RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(opaque))),
       RD_KAFKA_V_END);
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    // A record with its own partition bypasses the partitioner, which counts the partitions the
+    // stall guard pauses: count that one here (the count only grows).
+    if (record.partition >= 0 && impl_->partitioner != nullptr) {
+      auto* state = static_cast<TopicState*>(rd_kafka_topic_opaque(topic));
+      int32_t known = state->partitions.load(std::memory_order_relaxed);
+      while (known <= record.partition &&
+             !state->partitions.compare_exchange_weak(known, record.partition + 1,
+                                                      std::memory_order_relaxed)) {
+      }
+    }
     impl_->on_produced();
     return {ProduceStatus::kQueued, {}, false};
   }
