@@ -288,9 +288,7 @@ Mapper::Mapper(MapperConfig config) : config_(std::move(config)), topic_(config_
   topic_values_.resize(topic_.columns().size());
   if (config_.require_json) json_.reset(new JsonChecker());
   for (const Placement& placement : config_.additional_placements) {
-    if (placement.kind == Placement::Kind::kHeader) {
-      extra_headers_.push_back({placement.alias.empty() ? placement.column : placement.alias, {}});
-    }
+    if (placement.kind == Placement::Kind::kHeader) extra_headers_.emplace_back();
   }
 }
 
@@ -369,7 +367,9 @@ std::pair<std::string_view, std::string> Mapper::map_extras(const CachedRelation
     }
     switch (placement.kind) {
       case Placement::Kind::kHeader:
-        extra_headers_[header++].value = value;
+        // The name is set on every call: a view into config_ would dangle once the Mapper moved.
+        extra_headers_[header++] = {placement.alias.empty() ? placement.column : placement.alias,
+                                    value};
         break;
       case Placement::Kind::kPartition: {
         const std::uint32_t type = relation.placement_types[i];

@@ -112,6 +112,21 @@ TEST(Placement, HeadersCarryTheColumnTextUnderTheAliasInOrder) {
   EXPECT_EQ(event.timestamp_ms, std::nullopt);
 }
 
+TEST(Placement, HeaderNamesSurviveMovingTheMapper) {
+  MapperConfig config;
+  config.additional_placements = {header("t", "x")};  // short strings: stored inside the Mapper
+  Mapper first{config};
+  Mapper mapper = std::move(first);
+  mapper.on_relation(relation(kJsonb, {{"t", kText}}));
+  std::vector<Mapper> moved;
+  moved.push_back(std::move(mapper));
+  const MapResult result = moved[0].map_insert(row(text("{}"), {text("v")}));
+  const Event& event = as_event(result);
+  ASSERT_EQ(event.headers.size(), 1u);
+  EXPECT_EQ(event.headers[0].name, "x");
+  EXPECT_EQ(event.headers[0].value, "v");
+}
+
 TEST(Placement, NullColumnGivesAHeaderWithoutValue) {
   MapperConfig config;
   config.additional_placements = {header("tenant")};

@@ -156,7 +156,7 @@ class Mapper {
   std::unordered_map<std::uint32_t, CachedRelation> relations_;
   std::string topic_scratch_;
   std::vector<std::string_view> topic_values_;
-  std::vector<ExtraHeader> extra_headers_;  // one per header placement, names set at construction
+  std::vector<ExtraHeader> extra_headers_;  // one per header placement, set per event
   std::string payload_bytes_;               // a bytea payload, decoded
   std::unique_ptr<JsonChecker, JsonCheckerDeleter> json_;  // null unless config_.require_json
 };
