@@ -5,7 +5,7 @@
 // each aggregate's events applied in commit order.
 //
 // The consumer's tables live in a schema of their own (search_path in its conninfo), dropped in
-// TearDown. OUTBOX_FAULT_SCALE=0.1 shrinks the workload for local runs.
+// TearDown. OUTBOX_FAULT_SCALE=0.1 shrinks the workload for local runs. Also here: its bad flags.
 
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
@@ -243,6 +243,27 @@ TEST_F(ConsumerTest, ExampleConsumerAppliesOnceUnderCrashLoop) {
   figure("duplicates_skipped_by_consumer", skipped);
   EXPECT_GE(skipped, static_cast<std::int64_t>(check.duplicates));
   EXPECT_TRUE(relay->is_running());
+}
+
+// A user who gets the command line wrong is told which flag, with exit code 2, before anything
+// connects.
+TEST(ExampleConsumer, BadFlagsExitTwoNamingTheFlag) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{}, "missing --brokers"},
+      {{"--brokers", "b", "--pg", "p", "--topic", "t"}, "missing --group"},
+      {{"--brokers", "b", "--pg", "p", "--group", "g"}, "missing --topic"},
+      {{"--brokers", "b", "--pg"}, "--pg needs a value"},
+      {{"--brokers", "b", "--pg", "p", "--group", "g", "--topic", "a,,b"}, "empty topic name"},
+      {{"--brokers", "b", "--bogus", "x"}, "unknown flag --bogus"},
+  };
+  const std::string dir = std::string(OUTBOX_TEST_LOG_DIR) + "/ExampleConsumer.BadFlags_";
+  for (const auto& [args, message] : cases) {
+    const CommandResult r =
+        run_to_end(OUTBOX_CONSUMER_BIN, args, dir + "out.log", dir + "err.log", 10s);
+    EXPECT_EQ(r.exit_code, 2) << message;
+    EXPECT_NE(r.err.find(message), std::string::npos) << "stderr: " << r.err;
+    EXPECT_NE(r.err.find("usage:"), std::string::npos) << "stderr: " << r.err;
+  }
 }
 
 }  // namespace
