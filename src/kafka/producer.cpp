@@ -352,6 +352,7 @@ Producer::Producer(boost::asio::any_io_executor executor, const ProducerConfig& 
   set("compression.codec", "lz4");
   set("log.connection.close", "false");
   for (const auto& [k, v] : config.properties) set(k, v);
+  if (!config.transactional_id.empty()) set("transactional.id", config.transactional_id);
 
   // The stall guard counts partitions in a partitioner that hands over to the configured one.
   if (rd_kafka_topic_conf_t* tconf = rd_kafka_conf_get_default_topic_conf(conf.get())) {
@@ -435,6 +436,50 @@ void Producer::drain() { impl_->drain(); }
 bool Producer::stopped() const {
   char buf[256];
   return rd_kafka_fatal_error(impl_->rk.get(), buf, sizeof buf) != RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
+namespace {
+
+// One librdkafka transaction error, by what the caller does next. The error is destroyed.
+TxnResult txn_result(rd_kafka_error_t* error) {
+  if (error == nullptr) return {};
+  TxnResult r;
+  r.error = std::string(rd_kafka_error_name(error)) + ": " + rd_kafka_error_string(error);
+  if (rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__FENCED ||
+      rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+      rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH) {
+    r.outcome = TxnOutcome::kFenced;
+  } else if (rd_kafka_error_is_fatal(error)) {
+    r.outcome = TxnOutcome::kFatal;
+  } else if (rd_kafka_error_txn_requires_abort(error)) {
+    r.outcome = TxnOutcome::kAbortable;
+  } else if (rd_kafka_error_is_retriable(error)) {
+    r.outcome = TxnOutcome::kRetriable;
+  } else {
+    r.outcome = TxnOutcome::kAbortable;
+  }
+  rd_kafka_error_destroy(error);
+  return r;
+}
+
+int timeout_ms(std::chrono::milliseconds t) { return static_cast<int>(t.count()); }
+
+}  // namespace
+
+TxnResult Producer::init_transactions(std::chrono::milliseconds timeout) {
+  return txn_result(rd_kafka_init_transactions(impl_->rk.get(), timeout_ms(timeout)));
+}
+
+TxnResult Producer::begin_transaction() {
+  return txn_result(rd_kafka_begin_transaction(impl_->rk.get()));
+}
+
+TxnResult Producer::commit_transaction(std::chrono::milliseconds timeout) {
+  return txn_result(rd_kafka_commit_transaction(impl_->rk.get(), timeout_ms(timeout)));
+}
+
+TxnResult Producer::abort_transaction(std::chrono::milliseconds timeout) {
+  return txn_result(rd_kafka_abort_transaction(impl_->rk.get(), timeout_ms(timeout)));
 }
 
 std::size_t Producer::queued() const {
