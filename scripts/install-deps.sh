@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
   procps psmisc kafkacat
+  dpkg-dev file systemd python3 python3-yaml prometheus
 )
 # Java and Maven may come from outside apt (SDKMAN, a tarball, the CI image...).
 command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)
@@ -37,6 +38,9 @@ fi
 
 fresh_pg=false
 installed postgresql-15 || fresh_pg=true
+# Only promtool (tests/deploy) is wanted from the prometheus package, not its server.
+fresh_prometheus=false
+installed prometheus || fresh_prometheus=true
 
 export DEBIAN_FRONTEND=noninteractive
 apt_opts=(-q -y -o Dpkg::Use-Pty=0 -o APT::Install-Recommends=false)
@@ -59,6 +63,16 @@ if $fresh_pg && command -v pg_lsclusters >/dev/null 2>&1 &&
   conf=/etc/postgresql/15/main/start.conf
   if [ -f "$conf" ]; then
     echo disabled | "${sudo[@]}" tee "$conf" >/dev/null
+  fi
+fi
+
+# The prometheus package enables and may start its server (port 9090). Stop and disable it if
+# we just installed it; on a machine without systemd (a container) it was never started.
+if $fresh_prometheus; then
+  if [ -d /run/systemd/system ]; then
+    "${sudo[@]}" systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  elif command -v invoke-rc.d >/dev/null 2>&1; then
+    "${sudo[@]}" invoke-rc.d prometheus stop >/dev/null 2>&1 || true
   fi
 fi
 
