@@ -482,6 +482,51 @@ TxnResult Producer::abort_transaction(std::chrono::milliseconds timeout) {
   return txn_result(rd_kafka_abort_transaction(impl_->rk.get(), timeout_ms(timeout)));
 }
 
+std::string Producer::create_compacted_topic(const std::string& topic,
+                                             std::chrono::milliseconds timeout) {
+  char errstr[512];
+  rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), 1, -1, errstr, sizeof errstr);
+  if (nt == nullptr) return std::string("topic ") + topic + ": " + errstr;
+  rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
+  rd_kafka_AdminOptions_t* options =
+      rd_kafka_AdminOptions_new(impl_->rk.get(), RD_KAFKA_ADMIN_OP_CREATETOPICS);
+  rd_kafka_AdminOptions_set_operation_timeout(options, timeout_ms(timeout), errstr, sizeof errstr);
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(impl_->rk.get());
+  rd_kafka_CreateTopics(impl_->rk.get(), &nt, 1, options, queue);
+  std::string error;
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, timeout_ms(timeout) + 1000);
+  if (ev == nullptr) {
+    error = "creating topic " + topic + ": no answer from the broker in time";
+  } else if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    error = "creating topic " + topic + ": " + rd_kafka_event_error_string(ev);
+  } else {
+    std::size_t n = 0;
+    const rd_kafka_topic_result_t** results =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const rd_kafka_resp_err_t err = rd_kafka_topic_result_error(results[i]);
+      if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+        error = "creating topic " + topic + ": " + rd_kafka_err2name(err) + ": " +
+                (rd_kafka_topic_result_error_string(results[i])
+                     ? rd_kafka_topic_result_error_string(results[i])
+                     : "");
+      }
+    }
+  }
+  if (ev != nullptr) rd_kafka_event_destroy(ev);
+  rd_kafka_queue_destroy(queue);
+  rd_kafka_AdminOptions_destroy(options);
+  rd_kafka_NewTopic_destroy(nt);
+  return error;
+}
+
+bool Producer::fenced() const {
+  char buf[256];
+  const rd_kafka_resp_err_t err = rd_kafka_fatal_error(impl_->rk.get(), buf, sizeof buf);
+  return err == RD_KAFKA_RESP_ERR__FENCED || err == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+         err == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+}
+
 std::size_t Producer::queued() const {
   return static_cast<std::size_t>(rd_kafka_outq_len(impl_->rk.get()));
 }

@@ -69,7 +69,14 @@ Pipeline::Pipeline(const RelayConfig& config, Sink& sink, Metrics& metrics,
       sink_(sink),
       metrics_(metrics),
       log_(std::move(log)),
-      mapper_(config.mapper) {}
+      mapper_(config.mapper),
+      exactly_once_(config.delivery == DeliveryMode::kExactlyOnce) {}
+
+void Pipeline::start_from_checkpoint(Lsn lsn) {
+  kafka_committed(lsn);
+  tracker_.advance_idle(lsn);
+  if (lsn > produced_through_) produced_through_ = lsn;
+}
 
 std::string Pipeline::table_name() const {
   return config_.mapper.schema + "." + config_.mapper.table;
@@ -215,6 +222,7 @@ Pipeline::Step Pipeline::on_message(const pgoutput::Commit& c, const pgoutput::X
     throw FatalError({kExitError, "Commit at " + c.commit_lsn.to_string() + " without Begin"});
   tracker_.commit(*txn_, c.end_lsn);
   txn_.reset();
+  if (c.end_lsn > produced_through_) produced_through_ = c.end_lsn;
   return Pipeline::Step::kDone;
 }
 
@@ -507,6 +515,11 @@ void Pipeline::begin_rewind(const std::string& error) {
 
 void Pipeline::rewound() {
   tracker_.forget_unacknowledged();
+  // Exactly-once: what the aborted Kafka transaction held is gone, acknowledged or not.
+  if (exactly_once_) {
+    tracker_.rewind_to(kafka_committed_);
+    produced_through_ = kafka_committed_;
+  }
   txn_.reset();
   cut_.reset();  // its inserts may be among the forgotten
   isolation_inflight_ = false;

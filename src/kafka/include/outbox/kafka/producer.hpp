@@ -146,6 +146,8 @@ class Producer {
   // written), or the idempotent producer losing its sequence (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER
   // after a broker lost its producer state). Records not acknowledged were not all written.
   bool stopped() const;
+  // Whether it stopped because a newer producer with the same transactional.id fenced it.
+  bool fenced() const;
 
   // Transactions (ProducerConfig::transactional_id set). Each call blocks the calling thread:
   // init_transactions() and commit/abort up to `timeout` (they wait for the transaction
@@ -155,6 +157,10 @@ class Producer {
   TxnResult begin_transaction();
   TxnResult commit_transaction(std::chrono::milliseconds timeout);
   TxnResult abort_transaction(std::chrono::milliseconds timeout);
+
+  // Creates `topic` with cleanup.policy=compact (one partition, the broker's replication factor)
+  // unless it exists. Blocks up to `timeout`. Returns an error message, empty on success.
+  std::string create_compacted_topic(const std::string& topic, std::chrono::milliseconds timeout);
 
  private:
   struct Impl;

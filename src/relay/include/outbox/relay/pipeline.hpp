@@ -115,7 +115,22 @@ class Pipeline {
   // The slot may be confirmed up to what Kafka acknowledged, and never past the WAL position of
   // the last publication check that passed: inserts hidden by a publication altered since are
   // then at least never confirmed.
-  Lsn confirmable() const { return std::min(tracker_.confirmable(), verified_lsn_); }
+  Lsn confirmable() const {
+    const Lsn c = std::min(tracker_.confirmable(), verified_lsn_);
+    return exactly_once_ ? std::min(c, kafka_committed_) : c;
+  }
+  // Exactly-once. in_transaction(): a PostgreSQL transaction is open (a Kafka transaction may
+  // end only between two). produced_through(): the end of the last PostgreSQL transaction
+  // handled (the checkpoint of a Kafka transaction committed now). kafka_committed(): a Kafka
+  // transaction committed through `lsn`, which the slot may now be confirmed to.
+  // start_from_checkpoint(): the last committed checkpoint, read at start: everything before it
+  // is in Kafka, so it is skipped and confirmable.
+  bool in_transaction() const { return txn_.has_value() || skipping_txn_; }
+  Lsn produced_through() const { return std::max(produced_through_, tracker_.confirmable()); }
+  void kafka_committed(Lsn lsn) { kafka_committed_ = std::max(kafka_committed_, lsn); }
+  Lsn kafka_committed() const { return kafka_committed_; }
+  void start_from_checkpoint(Lsn lsn);
+
   // The acknowledged prefix alone (the status update's write position).
   Lsn acknowledged() const { return tracker_.confirmable(); }
   // The acknowledged prefix is past the last check: a check would let the slot move.
@@ -215,6 +230,10 @@ class Pipeline {
   std::size_t skip_inserts_ = 0;    // first inserts of the open transaction already acknowledged
   bool skip_acknowledged_ = false;  // this session continues the history of the last
   bool skipping_txn_ = false;       // the open transaction was acknowledged in full
+  // Exactly-once (see kafka_committed()).
+  bool exactly_once_ = false;
+  Lsn produced_through_;
+  Lsn kafka_committed_;
   bool rewinding_ = false;
   std::optional<Fatal> fatal_;
   pgoutput::Message msg_;
