@@ -55,7 +55,7 @@ struct Buf {
 
 constexpr std::uint32_t kRelid = 16385;
 
-std::vector<std::byte> relation_message() {
+std::vector<std::byte> relation_message(std::uint32_t payload_oid = 3802) {
   Buf m;
   m.u8('R');
   m.be(kRelid, 4);
@@ -63,7 +63,7 @@ std::vector<std::byte> relation_message() {
   m.cstr("outbox");
   m.u8('d');
   const char* names[] = {"id", "aggregatetype", "aggregateid", "type", "payload"};
-  const std::uint32_t oids[] = {2950, 25, 25, 25, 3802};
+  const std::uint32_t oids[] = {2950, 25, 25, 25, payload_oid};
   m.be(5, 2);
   for (int i = 0; i < 5; ++i) {
     m.u8(i == 0 ? 1 : 0);
@@ -75,7 +75,7 @@ std::vector<std::byte> relation_message() {
 }
 
 // The frame as the walsender sends it: 'w', walStart, walEnd, sendTime, then the Insert.
-std::vector<std::byte> insert_frame(std::size_t payload_bytes) {
+std::vector<std::byte> insert_frame(std::size_t payload_bytes, int shape = 0) {
   Buf m;
   m.u8('w');
   m.be(0x16B3748, 8);
@@ -89,16 +89,34 @@ std::vector<std::byte> insert_frame(std::size_t payload_bytes) {
   m.text("order");
   m.text("agg-417");
   m.text("OrderCreated");
-  std::string payload = "{\"data\": \"";
-  while (payload.size() + 2 < payload_bytes) payload += "0123456789abcdef"[payload.size() % 16];
-  payload += "\"}";
+  std::string payload;
+  if (shape == 0) {
+    payload = "{\"data\": \"";
+    while (payload.size() + 2 < payload_bytes) payload += "0123456789abcdef"[payload.size() % 16];
+    payload += "\"}";
+  } else {
+    // Binary payload bytes: as bytea's hex text output (shape 1), or as they are, which is what
+    // pgoutput's binary mode would send (shape 2).
+    std::string bytes(payload_bytes, '\0');
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 + 7);
+    if (shape == 2) {
+      payload = bytes;
+    } else {
+      payload = "\\x";
+      for (const char c : bytes) {
+        payload += "0123456789abcdef"[static_cast<unsigned char>(c) >> 4];
+        payload += "0123456789abcdef"[static_cast<unsigned char>(c) & 15];
+      }
+    }
+  }
   m.text(payload);
   return m.b;
 }
 
-void BM_DecodeMap(benchmark::State& state) {
-  const auto rel = relation_message();
-  const auto frame = insert_frame(static_cast<std::size_t>(state.range(0)));
+void run_decode_map(benchmark::State& state, int shape) {
+  // Shape 1: a bytea payload column (hex decoded by the mapper); 2: its bytes as they are.
+  const auto rel = relation_message(shape == 1 ? 17 : shape == 2 ? 25 : 3802);
+  const auto frame = insert_frame(static_cast<std::size_t>(state.range(0)), shape);
   ob::Mapper mapper{ob::MapperConfig{}};
   pgoutput::Message msg;
   pgoutput::DecodeError err;
@@ -125,7 +143,16 @@ void BM_DecodeMap(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(frame.size()));
 }
+void BM_DecodeMap(benchmark::State& state) { run_decode_map(state, 0); }
 BENCHMARK(BM_DecodeMap)->Arg(200)->Arg(4096);
+
+// A bytea payload of N bytes: pgoutput's text mode sends 2N+2 characters, the mapper decodes them.
+void BM_DecodeMapByteaHex(benchmark::State& state) { run_decode_map(state, 1); }
+BENCHMARK(BM_DecodeMapByteaHex)->Arg(200)->Arg(4096);
+
+// The same N bytes as pgoutput's binary mode would hand them over: no decoding.
+void BM_DecodeMapByteaRaw(benchmark::State& state) { run_decode_map(state, 2); }
+BENCHMARK(BM_DecodeMapByteaRaw)->Arg(200)->Arg(4096);
 
 }  // namespace
 

@@ -143,5 +143,13 @@ Flag property(std::string name, std::vector<std::pair<std::string, std::string>>
 Flag table(std::string name, std::string& schema, std::string& table, std::string help);
 // A topic template over columns (mapping::TopicTemplate). Deferred.
 Flag topic_template(std::string name, std::string& target, std::string help);
+// SCHEMA.TABLE or TABLE, repeatable: the first value replaces the default table, the others are
+// further tables (`more`). A bad value, or a table given twice, is reported even when a good
+// value follows. Deferred.
+Flag tables(std::string name, std::string& schema, std::string& table,
+            std::vector<std::pair<std::string, std::string>>& more, std::string help);
+// COLUMN:header|partition[:ALIAS], repeatable, also as a comma-separated list (Debezium's
+// table.fields.additional.placement): appended to `target`; at most one partition placement.
+Flag placement(std::string name, std::vector<mapping::Placement>& target, std::string help);
 
 }  // namespace outbox::app::flags

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <boost/asio/ip/address.hpp>
+#include <cctype>
 #include <charconv>
+#include <memory>
+#include <optional>
 
 #include "flags.hpp"
 #include "outbox/mapping/topic_template.hpp"
@@ -331,6 +334,85 @@ Flag topic_template(std::string name, std::string& target, std::string help) {
       .defer();
 }
 
+Flag tables(std::string name, std::string& schema, std::string& table,
+            std::vector<std::pair<std::string, std::string>>& more, std::string help) {
+  struct State {
+    bool first = true;
+    std::optional<UsageError> error;  // kept: a later good value does not clear it
+  };
+  auto state = std::make_shared<State>();
+  return Flag(std::move(name), "SCHEMA.TABLE", std::move(help),
+              [&schema, &table, &more, state](const std::string& flag, const std::string& value) {
+                if (state->error) throw *state->error;
+                const auto dot = value.find('.');
+                std::string s = dot == std::string::npos ? "public" : value.substr(0, dot);
+                std::string t = dot == std::string::npos ? value : value.substr(dot + 1);
+                if (s.empty() || t.empty() || t.find('.') != std::string::npos) {
+                  state->error = malformed(flag, "SCHEMA.TABLE or TABLE", value);
+                  throw *state->error;
+                }
+                if (state->first) {
+                  state->first = false;
+                  schema = std::move(s);
+                  table = std::move(t);
+                  return;
+                }
+                bool twice = s == schema && t == table;
+                for (const auto& [ms, mt] : more) twice = twice || (ms == s && mt == t);
+                if (twice) {
+                  state->error = rejected(flag, "table " + s + "." + t + " given twice");
+                  throw *state->error;
+                }
+                more.emplace_back(std::move(s), std::move(t));
+              })
+      .defer();
+}
+
+Flag placement(std::string name, std::vector<mapping::Placement>& target, std::string help) {
+  return {std::move(name), "COLUMN:header|partition[:ALIAS]", std::move(help),
+          [&target](const std::string& flag, const std::string& value) {
+            constexpr const char* kForm = "COLUMN:header|partition[:ALIAS]";
+            std::size_t start = 0;
+            while (start <= value.size()) {
+              const std::size_t comma = std::min(value.find(',', start), value.size());
+              const std::string item = value.substr(start, comma - start);
+              start = comma + 1;
+              const std::size_t c1 = item.find(':');
+              const std::size_t c2 = c1 == std::string::npos ? c1 : item.find(':', c1 + 1);
+              if (c1 == std::string::npos || c1 == 0 ||
+                  (c2 != std::string::npos &&
+                   (c2 + 1 == item.size() || item.find(':', c2 + 1) != std::string::npos))) {
+                throw malformed(flag, kForm, item);
+              }
+              mapping::Placement p;
+              p.column = item.substr(0, c1);
+              std::string kind = item.substr(c1 + 1, c2 == std::string::npos ? c2 : c2 - c1 - 1);
+              for (char& ch : kind)
+                ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+              if (kind == "header") {
+                p.kind = mapping::Placement::Kind::kHeader;
+              } else if (kind == "partition") {
+                p.kind = mapping::Placement::Kind::kPartition;
+                for (const mapping::Placement& other : target) {
+                  if (other.kind == mapping::Placement::Kind::kPartition) {
+                    throw rejected(flag, "a second partition placement ('" + item +
+                                             "' after column " + other.column +
+                                             "): one column chooses the partition");
+                  }
+                }
+              } else if (kind == "envelope") {
+                throw rejected(flag, "'" + item +
+                                         "': envelope placement is not supported (the record "
+                                         "value is the payload column as it is)");
+              } else {
+                throw unknown(flag, "placement", kind, {"header", "partition"});
+              }
+              p.alias = c2 == std::string::npos ? p.column : item.substr(c2 + 1);
+              target.push_back(std::move(p));
+            }
+          }};
+}
+
 }  // namespace flags
 
 // ---------------------------------------------------------------------------------------------
@@ -362,7 +444,9 @@ Table run_flags(Options& o) {
           .require("HOST:PORT[,...]"),
       flags::name("--slot", r.slot, "logical replication slot (default outbox_relay)"),
       flags::name("--publication", r.publication, "publication (default outbox_relay)"),
-      flags::table("--table", m.schema, m.table, "outbox table (default public.outbox)"),
+      flags::tables("--table", m.schema, m.table, m.more_tables,
+                    "outbox table (default public.outbox); repeatable: the tables' events\n"
+                    "are relayed in one commit order through one slot, mapped alike"),
       flags::topic_template("--topic", m.topic_template,
                             "topic template over columns (default "
                             "'outbox.event.${aggregatetype}')"),
@@ -380,6 +464,16 @@ Table run_flags(Options& o) {
                   "payload column, the record value (default payload)"),
       flags::on("--require-json", m.require_json,
                 "reject payloads that are not valid JSON (default off)"),
+      flags::placement("--additional-placement", m.additional_placements,
+                       "send one more column as a header (its text; ALIAS names the header,\n"
+                       "default the column), or choose the partition by an integer column;\n"
+                       "repeatable (Debezium's table.fields.additional.placement)"),
+      flags::text("--column-timestamp", "NAME", m.column_timestamp,
+                  "timestamp or timestamptz column that gives the record timestamp; NULL\n"
+                  "falls back to the commit time (default: the commit time)"),
+      flags::on("--tombstone-on-empty-payload", m.tombstone_on_empty_payload,
+                "a NULL (or empty) payload gives a tombstone: the key and a null value\n"
+                "(default: a NULL payload is a mapping error)"),
       flags::property("-X", r.producer.properties,
                       "librdkafka producer property, repeatable (e.g. -X linger.ms=10)"),
       flags::duration("--status-interval", r.status_interval,

@@ -283,6 +283,7 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
                              : std::nullopt;
       d.id_header = {};
       d.type_header.reset();
+      d.other_headers.clear();
       rd_kafka_headers_t* hdrs = nullptr;
       if (rd_kafka_message_headers(msg, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         const void* v = nullptr;
@@ -292,6 +293,16 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
         }
         if (rd_kafka_header_get_last(hdrs, "type", &v, &n) == RD_KAFKA_RESP_ERR_NO_ERROR && v) {
           d.type_header = std::string_view(static_cast<const char*>(v), n);
+        }
+        const char* name = nullptr;
+        for (size_t i = 0;
+             rd_kafka_header_get_all(hdrs, i, &name, &v, &n) == RD_KAFKA_RESP_ERR_NO_ERROR; ++i) {
+          const std::string_view header_name(name);
+          if (header_name == "id" || header_name == "type") continue;
+          d.other_headers.push_back(
+              {header_name,
+               v ? std::optional<std::string_view>(std::string_view(static_cast<const char*>(v), n))
+                 : std::nullopt});
         }
       }
     }
@@ -413,13 +424,23 @@ ProduceResult Producer::produce(const Record& record, std::uint64_t opaque) {
   const void* key = record.key ? record.key->data() : nullptr;
   std::size_t key_len = record.key ? record.key->size() : 0;
   rd_kafka_resp_err_t err = rd_kafka_producev(
-      impl_->rk.get(), RD_KAFKA_V_RKT(topic), RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
+      impl_->rk.get(), RD_KAFKA_V_RKT(topic), RD_KAFKA_V_PARTITION(record.partition),
       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_VALUE(value, value_len),
       RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_HEADERS(headers),
       RD_KAFKA_V_TIMESTAMP(record.timestamp_ms),
       RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(opaque))),
       RD_KAFKA_V_END);
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    // A record with its own partition bypasses the partitioner, which counts the partitions the
+    // stall guard pauses: count that one here (the count only grows).
+    if (record.partition >= 0 && impl_->partitioner != nullptr) {
+      auto* state = static_cast<TopicState*>(rd_kafka_topic_opaque(topic));
+      int32_t known = state->partitions.load(std::memory_order_relaxed);
+      while (known <= record.partition &&
+             !state->partitions.compare_exchange_weak(known, record.partition + 1,
+                                                      std::memory_order_relaxed)) {
+      }
+    }
     impl_->on_produced();
     return {ProduceStatus::kQueued, {}, false};
   }

@@ -2,7 +2,10 @@
 
 #include <simdjson.h>
 
+#include <array>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -20,6 +23,14 @@ constexpr std::string_view kUnchangedToast =
     "is an unchanged TOAST value, which an insert cannot carry (protocol violation)";
 constexpr std::string_view kBinary =
     "is in binary format, but the relay reads pgoutput in text mode";
+
+// Type OIDs of pg_type (fixed in the catalog of every PostgreSQL version).
+constexpr std::uint32_t kByteaOid = 17;
+constexpr std::uint32_t kInt8Oid = 20;
+constexpr std::uint32_t kInt2Oid = 21;
+constexpr std::uint32_t kInt4Oid = 23;
+constexpr std::uint32_t kTimestampOid = 1114;
+constexpr std::uint32_t kTimestamptzOid = 1184;
 
 // Kafka's own rule (kafka.common.internals.Topic): 1 to 249 of [a-zA-Z0-9._-], not "." or "..".
 constexpr std::size_t kMaxTopicLength = 249;
@@ -84,6 +95,177 @@ std::string_view read_optional(const TupleData& tuple, int index,
   return kBinary;
 }
 
+// Value of each byte as a hex digit; -1 for the others.
+constexpr std::array<std::int8_t, 256> kHexValue = [] {
+  std::array<std::int8_t, 256> t{};
+  for (int c = 0; c < 256; ++c) {
+    t[c] = c >= '0' && c <= '9'   ? static_cast<std::int8_t>(c - '0')
+           : c >= 'a' && c <= 'f' ? static_cast<std::int8_t>(c - 'a' + 10)
+           : c >= 'A' && c <= 'F' ? static_cast<std::int8_t>(c - 'A' + 10)
+                                  : std::int8_t{-1};
+  }
+  return t;
+}();
+
+// bytea's text output, in either bytea_output format, back to its bytes: "\x" then two hex
+// digits per byte (hex, the default), or bytes as they are with "\\" for a backslash and "\ooo"
+// for the others (escape). `out` is reused: it allocates only when a larger value comes.
+// Returns why the text is not bytea output, or an empty view.
+std::string_view decode_bytea(std::string_view text, std::string& out) {
+  out.clear();
+  if (text.size() >= 2 && text[0] == '\\' && text[1] == 'x') {
+    if (text.size() % 2 != 0) return "is bytea hex output with an odd number of digits";
+    out.resize((text.size() - 2) / 2);
+    // No branch per byte: a non-digit makes `bad` negative, checked once at the end.
+    const auto* in = reinterpret_cast<const unsigned char*>(text.data()) + 2;
+    int bad = 0;
+    for (std::size_t o = 0; o < out.size(); ++o, in += 2) {
+      const int hi = kHexValue[in[0]];
+      const int lo = kHexValue[in[1]];
+      bad |= hi | lo;
+      out[o] = static_cast<char>((hi << 4) | (lo & 15));
+    }
+    if (bad < 0) return "is bytea hex output with a character that is not a hex digit";
+    return {};
+  }
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\') {
+      out += text[i];
+    } else if (i + 1 < text.size() && text[i + 1] == '\\') {
+      out += '\\';
+      ++i;
+    } else if (i + 3 < text.size() && text[i + 1] >= '0' && text[i + 1] <= '3' &&
+               text[i + 2] >= '0' && text[i + 2] <= '7' && text[i + 3] >= '0' &&
+               text[i + 3] <= '7') {
+      out += static_cast<char>(((text[i + 1] - '0') << 6) | ((text[i + 2] - '0') << 3) |
+                               (text[i + 3] - '0'));
+      i += 3;
+    } else {
+      return "is neither hex nor escape bytea output (a backslash without \\\\ or \\ooo)";
+    }
+  }
+  return {};
+}
+
+// Java's String.trim().isEmpty(): nothing but characters up to U+0020.
+bool is_blank(std::string_view text) {
+  for (const char c : text) {
+    if (static_cast<unsigned char>(c) > ' ') return false;
+  }
+  return true;
+}
+
+// An integer column's text as a partition number. Returns why it is not one, or an empty view.
+std::string_view parse_partition(std::string_view text, std::int32_t& out) {
+  if (!text.empty() && text[0] == '-') return "is negative, which is no partition";
+  if (text.empty()) return "is not an integer";
+  std::int64_t value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return "is not an integer";
+    value = value * 10 + (c - '0');
+    if (value > std::numeric_limits<std::int32_t>::max()) {
+      return "is larger than the largest partition number (2147483647)";
+    }
+  }
+  out = static_cast<std::int32_t>(value);
+  return {};
+}
+
+// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
+std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const auto yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
+}
+
+// Reads `n` digits at `pos`. False when they are not there.
+bool read_digits(std::string_view text, std::size_t& pos, std::size_t n, std::int64_t& out) {
+  if (pos + n > text.size()) return false;
+  out = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const char c = text[pos + i];
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + (c - '0');
+  }
+  pos += n;
+  return true;
+}
+
+// A timestamp or timestamptz as PostgreSQL prints it with DateStyle ISO (its default):
+// "2026-12-01 05:55:23.123456+00", "+05:30", "-03:30:15"; no offset for timestamp, which is
+// taken as UTC (as Debezium does). To milliseconds since the epoch, truncated.
+std::string_view parse_timestamp(std::string_view text, std::int64_t& out_ms) {
+  constexpr std::string_view kNotIso =
+      "is not a timestamp as PostgreSQL prints it with DateStyle ISO (e.g. 2026-12-01 "
+      "05:55:23.123+00)";
+  if (text == "infinity" || text == "-infinity") {
+    return "is infinite, which a Kafka timestamp cannot carry";
+  }
+  std::size_t pos = 0;
+  std::int64_t year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
+  // The year has four digits or more.
+  std::size_t year_digits = 0;
+  while (pos + year_digits < text.size() && text[pos + year_digits] >= '0' &&
+         text[pos + year_digits] <= '9') {
+    ++year_digits;
+  }
+  if (year_digits < 4 || year_digits > 7) return kNotIso;
+  read_digits(text, pos, year_digits, year);
+  const auto expect = [&](char c) {
+    if (pos >= text.size() || text[pos] != c) return false;
+    ++pos;
+    return true;
+  };
+  if (!expect('-') || !read_digits(text, pos, 2, month) || !expect('-') ||
+      !read_digits(text, pos, 2, day) || !expect(' ') || !read_digits(text, pos, 2, hour) ||
+      !expect(':') || !read_digits(text, pos, 2, minute) || !expect(':') ||
+      !read_digits(text, pos, 2, second)) {
+    return kNotIso;
+  }
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 24 || minute > 59 || second > 60) {
+    return kNotIso;
+  }
+  std::int64_t micros = 0;
+  if (pos < text.size() && text[pos] == '.') {
+    ++pos;
+    std::int64_t scale = 100'000;
+    std::size_t digits = 0;
+    while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
+      if (digits++ < 6) {
+        micros += (text[pos] - '0') * scale;
+        scale /= 10;
+      }
+      ++pos;
+    }
+    if (digits == 0) return kNotIso;
+  }
+  std::int64_t offset_seconds = 0;
+  if (pos < text.size() && (text[pos] == '+' || text[pos] == '-')) {
+    const bool negative = text[pos] == '-';
+    ++pos;
+    std::int64_t oh = 0, om = 0, os = 0;
+    if (!read_digits(text, pos, 2, oh)) return kNotIso;
+    if (expect(':') && !read_digits(text, pos, 2, om)) return kNotIso;
+    if (expect(':') && !read_digits(text, pos, 2, os)) return kNotIso;
+    offset_seconds = (oh * 3600 + om * 60 + os) * (negative ? -1 : 1);
+  }
+  if (pos != text.size()) {
+    if (text.substr(pos) == " BC") return "is a date BC, which a Kafka timestamp cannot carry";
+    return kNotIso;
+  }
+  const std::int64_t days =
+      days_from_civil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
+  const std::int64_t seconds = days * 86'400 + hour * 3600 + minute * 60 + second - offset_seconds;
+  out_ms = seconds * 1000 + micros / 1000;
+  // librdkafka takes 0 for "now" and the broker refuses negative timestamps.
+  if (out_ms <= 0) return "is not after 1970-01-01 00:00:00 UTC, which a Kafka timestamp needs";
+  return {};
+}
+
 }  // namespace
 
 // Validates whole JSON documents with simdjson's DOM parser. The parser and the padded copy are
@@ -105,11 +287,18 @@ void Mapper::JsonCheckerDeleter::operator()(JsonChecker* checker) const noexcept
 Mapper::Mapper(MapperConfig config) : config_(std::move(config)), topic_(config_.topic_template) {
   topic_values_.resize(topic_.columns().size());
   if (config_.require_json) json_.reset(new JsonChecker());
+  for (const Placement& placement : config_.additional_placements) {
+    if (placement.kind == Placement::Kind::kHeader) extra_headers_.emplace_back();
+  }
 }
 
 bool Mapper::is_outbox_name(const pgoutput::Relation& relation) const {
   const std::string_view schema = relation.nspname.empty() ? "pg_catalog" : relation.nspname;
-  return schema == config_.schema && relation.relname == config_.table;
+  if (schema == config_.schema && relation.relname == config_.table) return true;
+  for (const auto& [s, t] : config_.more_tables) {
+    if (schema == s && relation.relname == t) return true;
+  }
+  return false;
 }
 
 bool Mapper::has_outbox_columns(const pgoutput::Relation& relation) const {
@@ -143,6 +332,19 @@ void Mapper::on_relation(const pgoutput::Relation& relation, bool is_outbox) {
       cached.topic_columns.push_back(column_index(relation, name));
       cached.topic_column_names.push_back(name);
     }
+    const auto type_of = [&](int index) {
+      return index < 0 ? 0u : relation.columns[static_cast<std::size_t>(index)].type_oid;
+    };
+    for (const Placement& placement : config_.additional_placements) {
+      const int index = column_index(relation, placement.column);
+      cached.placement_columns.push_back(index);
+      cached.placement_types.push_back(type_of(index));
+    }
+    if (!config_.column_timestamp.empty()) {
+      cached.timestamp = column_index(relation, config_.column_timestamp);
+      cached.timestamp_type = type_of(cached.timestamp);
+    }
+    cached.bytea_payload = type_of(cached.payload) == kByteaOid;
   }
   relations_.insert_or_assign(relation.relid, std::move(cached));
 }
@@ -150,6 +352,66 @@ void Mapper::on_relation(const pgoutput::Relation& relation, bool is_outbox) {
 std::string_view Mapper::relation_name(std::uint32_t relid) const {
   const auto found = relations_.find(relid);
   return found == relations_.end() ? std::string_view() : found->second.qualified_name;
+}
+
+std::pair<std::string_view, std::string> Mapper::map_extras(const CachedRelation& relation,
+                                                            const TupleData& tuple, Event& event) {
+  std::size_t header = 0;
+  for (std::size_t i = 0; i < config_.additional_placements.size(); ++i) {
+    const Placement& placement = config_.additional_placements[i];
+    const int index = relation.placement_columns[i];
+    std::optional<std::string_view> value;
+    if (index < 0) return {placement.column, std::string(kMissing)};
+    if (const auto reason = read_optional(tuple, index, value); !reason.empty()) {
+      return {placement.column, std::string(reason)};
+    }
+    switch (placement.kind) {
+      case Placement::Kind::kHeader:
+        // The name is set on every call: a view into config_ would dangle once the Mapper moved.
+        extra_headers_[header++] = {placement.alias.empty() ? placement.column : placement.alias,
+                                    value};
+        break;
+      case Placement::Kind::kPartition: {
+        const std::uint32_t type = relation.placement_types[i];
+        if (type != kInt2Oid && type != kInt4Oid && type != kInt8Oid) {
+          return {placement.column, "has type OID " + std::to_string(type) +
+                                        ", but a partition placement needs an integer column "
+                                        "(smallint, integer or bigint)"};
+        }
+        event.partition.reset();
+        if (value) {
+          std::int32_t partition = 0;
+          if (const auto bad = parse_partition(*value, partition); !bad.empty()) {
+            return {placement.column, std::string(bad)};
+          }
+          event.partition = partition;
+        }
+        break;
+      }
+    }
+  }
+  event.headers = std::span<const ExtraHeader>(extra_headers_.data(), header);
+  if (!config_.column_timestamp.empty()) {
+    if (relation.timestamp < 0) return {config_.column_timestamp, std::string(kMissing)};
+    if (relation.timestamp_type != kTimestampOid && relation.timestamp_type != kTimestamptzOid) {
+      return {config_.column_timestamp,
+              "has type OID " + std::to_string(relation.timestamp_type) +
+                  ", but the record timestamp needs a timestamp or timestamptz column"};
+    }
+    std::optional<std::string_view> value;
+    if (const auto reason = read_optional(tuple, relation.timestamp, value); !reason.empty()) {
+      return {config_.column_timestamp, std::string(reason)};
+    }
+    event.timestamp_ms.reset();  // NULL: the commit time, as Debezium falls back to its own
+    if (value) {
+      std::int64_t ms = 0;
+      if (const auto bad = parse_timestamp(*value, ms); !bad.empty()) {
+        return {config_.column_timestamp, std::string(bad)};
+      }
+      event.timestamp_ms = ms;
+    }
+  }
+  return {};
 }
 
 MapResult Mapper::map_insert(const pgoutput::Insert& insert) {
@@ -201,15 +463,18 @@ MapResult Mapper::map_insert(const pgoutput::Insert& insert) {
     topic_.render(values, topic);
     return topic;
   };
+  // A bytea payload once decoded: the dead-letter record carries its bytes, not its text.
+  std::optional<std::string_view> decoded_payload;
   const auto error = [&](std::string_view column, std::string_view reason) {
     return MapError{.table = relation.qualified_name,
                     .column = std::string(column),
                     .reason = std::string(reason),
                     .id = std::string(event.id),
-                    .payload = raw_text(relation.payload),
+                    .payload = decoded_payload ? decoded_payload : raw_text(relation.payload),
                     .aggregateid = raw_text(relation.aggregateid),
                     .type = raw_text(relation.type),
-                    .topic = intended_topic()};
+                    .topic = intended_topic(),
+                    .binary_payload = relation.bytea_payload};
   };
 
   if (const auto reason = read_required(tuple, relation.id, event.id); !reason.empty()) {
@@ -222,22 +487,42 @@ MapResult Mapper::map_insert(const pgoutput::Insert& insert) {
   }
 
   std::string_view payload;
-  if (const auto reason = read_required(tuple, relation.payload, payload); !reason.empty()) {
+  const bool null_payload =
+      relation.payload >= 0 &&
+      tuple[static_cast<std::size_t>(relation.payload)].kind == ValueKind::kNull;
+  if (null_payload && config_.tombstone_on_empty_payload) {
+    event.value.reset();  // a tombstone
+  } else if (const auto reason = read_required(tuple, relation.payload, payload); !reason.empty()) {
     return error(config_.column_payload, reason);
+  } else if (relation.bytea_payload) {
+    if (const auto bad = decode_bytea(payload, payload_bytes_); !bad.empty()) {
+      return error(config_.column_payload, bad);
+    }
+    payload = payload_bytes_;
+    decoded_payload = payload;
+    event.value = payload;
+  } else if (config_.tombstone_on_empty_payload && is_blank(payload)) {
+    event.value.reset();
+  } else {
+    event.value = payload;
   }
-  if (json_) {
-    if (const auto code = json_->check(payload); code != simdjson::SUCCESS) {
+  if (json_ && event.value) {
+    if (const auto code = json_->check(*event.value); code != simdjson::SUCCESS) {
       return error(config_.column_payload,
                    std::string("is not valid JSON: ") + simdjson::error_message(code));
     }
   }
-  event.value = payload;
 
   if (const auto reason = read_optional(tuple, relation.aggregateid, event.key); !reason.empty()) {
     return error(config_.column_aggregateid, reason);
   }
   if (const auto reason = read_optional(tuple, relation.type, event.type); !reason.empty()) {
     return error(config_.column_type, reason);
+  }
+  if (!config_.additional_placements.empty() || !config_.column_timestamp.empty()) {
+    if (auto [column, reason] = map_extras(relation, tuple, event); !reason.empty()) {
+      return error(column, reason);
+    }
   }
 
   topic_.render(topic_values_, topic_scratch_);

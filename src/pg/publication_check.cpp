@@ -78,8 +78,11 @@ std::string publication_check_sql(const PublicationTarget& t, const QuoteFn& quo
 }
 
 std::string create_publication_sql(const PublicationTarget& t, const QuoteFn& quote_identifier) {
-  return "CREATE PUBLICATION " + quote_identifier(t.publication) + " FOR TABLE " +
-         quote_identifier(t.schema) + "." + quote_identifier(t.table) +
+  std::string tables = quote_identifier(t.schema) + "." + quote_identifier(t.table);
+  for (const auto& [schema, table] : t.more_tables) {
+    tables += ", " + quote_identifier(schema) + "." + quote_identifier(table);
+  }
+  return "CREATE PUBLICATION " + quote_identifier(t.publication) + " FOR TABLE " + tables +
          " WITH (publish = 'insert', publish_via_partition_root = true)";
 }
 

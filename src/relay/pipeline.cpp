@@ -56,6 +56,7 @@ struct Pipeline::Poison {
   std::string reason;
   std::string reason_code;  // short label for metrics
   bool size_error;          // the value itself is too large: leave it out of the DLQ record
+  std::span<const kafka::Header> extra_headers = {};  // header placements, when known
 };
 
 namespace {
@@ -70,7 +71,13 @@ Pipeline::Pipeline(const RelayConfig& config, Sink& sink, Metrics& metrics,
       metrics_(metrics),
       log_(std::move(log)),
       mapper_(config.mapper),
-      exactly_once_(config.delivery == DeliveryMode::kExactlyOnce) {}
+      exactly_once_(config.delivery == DeliveryMode::kExactlyOnce) {
+  std::size_t headers = 2;
+  for (const mapping::Placement& p : config.mapper.additional_placements) {
+    if (p.kind == mapping::Placement::Kind::kHeader) ++headers;
+  }
+  headers_.resize(headers);
+}
 
 void Pipeline::start_from_checkpoint(Lsn lsn) {
   kafka_committed(lsn);
@@ -79,7 +86,12 @@ void Pipeline::start_from_checkpoint(Lsn lsn) {
 }
 
 std::string Pipeline::table_name() const {
-  return config_.mapper.schema + "." + config_.mapper.table;
+  std::string name = config_.mapper.schema + "." + config_.mapper.table;
+  // Several tables: the record does not say which it came from (a delivery report).
+  for (const auto& [schema, table] : config_.mapper.more_tables) {
+    name += ", " + schema + "." + table;
+  }
+  return name;
 }
 
 void Pipeline::fail(Fatal f) {
@@ -299,6 +311,12 @@ Pipeline::Step Pipeline::produce_insert(const pgoutput::Insert& ins, const pgout
     return Pipeline::Step::kDone;
   }
   const auto& ev = std::get<mapping::Event>(mapped);
+  headers_[0] = {"id", ev.id};
+  std::size_t nheaders = 1;
+  if (ev.type) headers_[nheaders++] = {"type", *ev.type};
+  const std::size_t first_extra = nheaders;
+  for (const mapping::ExtraHeader& h : ev.headers) headers_[nheaders++] = {h.name, h.value};
+  const std::span<const kafka::Header> extra(headers_.data() + first_extra, nheaders - first_extra);
   if (!parked_.empty() || parked_null_key_) {
     if (is_parked(ev.key)) {
       Poison p{ev.id,
@@ -311,15 +329,17 @@ Pipeline::Step Pipeline::produce_insert(const pgoutput::Insert& ins, const pgout
                    " was dead-lettered, so its later events follow it to the dead-letter "
                    "topic (none may pass it)",
                std::string(kParked),
-               false};
+               false,
+               extra};
       return poison_in_stream(p);
     }
   }
-  headers_[0] = {"id", ev.id};
-  std::size_t nheaders = 1;
-  if (ev.type) headers_[nheaders++] = {"type", *ev.type};
-  kafka::Record rec{ev.topic, ev.key, ev.value,
-                    std::span<const kafka::Header>(headers_.data(), nheaders), commit_time_ms_};
+  kafka::Record rec{ev.topic,
+                    ev.key,
+                    ev.value,
+                    std::span<const kafka::Header>(headers_.data(), nheaders),
+                    ev.timestamp_ms.value_or(commit_time_ms_),
+                    ev.partition.value_or(-1)};
   const bool suspect = !suspects_.empty() && suspects_.contains(ev.id);
   // A record of a refused batch goes alone, once everything before it is acknowledged.
   if (suspect && tracker_.inflight_events() > 0) return Pipeline::Step::kWaitDelivery;
@@ -342,9 +362,9 @@ Pipeline::Step Pipeline::produce_insert(const pgoutput::Insert& ins, const pgout
         return Pipeline::Step::kWaitDelivery;
       }
       // Rejected before it left the process (e.g. larger than message.max.bytes).
-      Poison p{ev.id,        ev.key,       ev.value, ev.type,
-               ev.topic,     table_name(), pr.error, first_word(pr.error),
-               pr.size_error};
+      Poison p{ev.id,         ev.key,       ev.value, ev.type,
+               ev.topic,      table_name(), pr.error, first_word(pr.error),
+               pr.size_error, extra};
       return poison_in_stream(p);
     }
   }
@@ -421,10 +441,11 @@ Pipeline::Step Pipeline::poison_in_stream(const Poison& p) {
 // for the original event.
 kafka::ProduceStatus Pipeline::dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn) {
   std::string lsn_text = lsn.to_string();
-  std::array<kafka::Header, 7> h;
+  std::vector<kafka::Header> h(7 + p.extra_headers.size());
   std::size_t n = 0;
   h[n++] = {"id", p.id};
   if (p.type) h[n++] = {"type", *p.type};
+  for (const kafka::Header& extra : p.extra_headers) h[n++] = extra;
   h[n++] = {"outbox.error", p.reason};
   h[n++] = {"outbox.original.topic", p.original_topic};
   h[n++] = {"outbox.table", p.table};
@@ -474,9 +495,9 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
     }
     ++metrics_.delivery_errors[std::string(d.error_name)];
     Lsn lsn = tracker_.commit_lsn_of(txn).value_or(Lsn{});
-    Poison p{d.id_header, d.key,        d.value, d.type_header,
-             d.topic,     table_name(), d.error, std::string(d.error_name),
-             d.size_error};
+    Poison p{d.id_header,  d.key,          d.value, d.type_header,
+             d.topic,      table_name(),   d.error, std::string(d.error_name),
+             d.size_error, d.other_headers};
     if (dlq_record || config_.on_error == OnError::kFail) {
       fail({kExitPoisonEvent, std::string(dlq_record ? "dead-letter record of " : "delivery of ") +
                                   describe(p, lsn) + "; slot " + config_.slot +

@@ -498,7 +498,8 @@ class Relay::Impl : private Pipeline::Sink {
   }
 
   pg::PublicationTarget publication_target() const {
-    return {config_.publication, config_.mapper.schema, config_.mapper.table};
+    return {config_.publication, config_.mapper.schema, config_.mapper.table,
+            config_.mapper.more_tables};
   }
 
   // The slot is confirmed up to what Kafka acknowledged, and never past the WAL position of the
@@ -526,22 +527,40 @@ class Relay::Impl : private Pipeline::Sink {
           one ? "'" + *at[0][0] + "'" : std::to_string(at.size()) + " rows");
     }
     const pg::PublicationTarget target = publication_target();
-    pg::Rows rows = co_await catalog_->exec(
-        pg::publication_check_sql(target,
-                                  [&](const std::string& v) { return catalog_->quote_literal(v); }),
-        timeout);
-    pg::PublicationCheck check = pg::assess_publication(target, rows);
-    last_check_ = Clock::now();
-    if (!check.ok()) {
-      throw FatalError({kExitConfig, check.problem + "; slot " + config_.slot +
-                                         " is not confirmed past " + confirm_lsn().to_string()});
+    // One check per outbox table (--table repeated), all after `before`; together they say
+    // what one check says of one table.
+    pg::PublicationCheck check;
+    std::vector<pg::PublicationTarget> targets = {target};
+    std::string tables = target.schema + "." + target.table;
+    for (const auto& [schema, table] : target.more_tables) {
+      targets.push_back({target.publication, schema, table});
+      tables += "," + schema + "." + table;
     }
+    for (const pg::PublicationTarget& one : targets) {
+      pg::Rows rows = co_await catalog_->exec(
+          pg::publication_check_sql(
+              one, [&](const std::string& v) { return catalog_->quote_literal(v); }),
+          timeout);
+      pg::PublicationCheck part = pg::assess_publication(one, rows);
+      if (!part.ok()) {
+        last_check_ = Clock::now();
+        throw FatalError({kExitConfig, part.problem + "; slot " + config_.slot +
+                                           " is not confirmed past " + confirm_lsn().to_string()});
+      }
+      check.fingerprint += part.fingerprint + ";";
+      check.partitioned = check.partitioned || part.partitioned;
+      check.tree_relids.insert(check.tree_relids.end(), part.tree_relids.begin(),
+                               part.tree_relids.end());
+      check.published_relids.insert(check.published_relids.end(), part.published_relids.begin(),
+                                    part.published_relids.end());
+    }
+    last_check_ = Clock::now();
     if (fingerprint_ && *fingerprint_ != check.fingerprint) {
       throw FatalError(
           {kExitConfig,
            "publication " + config_.publication + " was altered while the relay ran (its " +
-               "settings or its rows for table " + target.schema + "." + target.table +
-               " were written after the check at " + pipeline_.verified().to_string() +
+               "settings or its rows for table " + tables + " were written after the check at " +
+               pipeline_.verified().to_string() +
                "): inserts committed in between may have been hidden from the stream, so slot " +
                config_.slot + " is not confirmed past " + confirm_lsn().to_string() +
                ". Compare the outbox with Kafka (outbox-relay reconcile), then start the relay "
@@ -549,9 +568,9 @@ class Relay::Impl : private Pipeline::Sink {
     }
     if (!fingerprint_) {
       log_->info(
-          "event=publication_verified slot={} publication={} table={}.{} partitioned={} "
+          "event=publication_verified slot={} publication={} table={} partitioned={} "
           "published_relations={} at={}",
-          config_.slot, config_.publication, target.schema, target.table, check.partitioned,
+          config_.slot, config_.publication, tables, check.partitioned,
           check.published_relids.size(), before->to_string());
     }
     fingerprint_ = check.fingerprint;

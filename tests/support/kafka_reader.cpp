@@ -140,6 +140,7 @@ void KafkaReader::poll_once(std::chrono::milliseconds timeout) {
     if (message->payload != nullptr && keep_values_) {
       record.value.assign(static_cast<const char*>(message->payload), message->len);
     }
+    record.null_value = message->payload == nullptr;
     rd_kafka_timestamp_type_t type = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
     record.timestamp_ms = rd_kafka_message_timestamp(message.get(), &type);
     record.create_time = type == RD_KAFKA_TIMESTAMP_CREATE_TIME;
@@ -153,6 +154,11 @@ void KafkaReader::poll_once(std::chrono::milliseconds timeout) {
            ++i) {
         record.headers[name] =
             value != nullptr ? std::string(static_cast<const char*>(value), size) : std::string();
+        if (value == nullptr) {
+          record.null_headers.insert(name);
+        } else {
+          record.null_headers.erase(name);
+        }
       }
     }
     records_.push_back(std::move(record));

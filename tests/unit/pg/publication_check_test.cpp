@@ -161,5 +161,15 @@ TEST(PublicationCheck, SqlQuotesEveryName) {
             "'insert', publish_via_partition_root = true)");
 }
 
+// Several outbox tables (--table repeated): one publication for all of them.
+TEST(PublicationCheck, CreatedForEveryOutboxTable) {
+  PublicationTarget target = kTarget;
+  target.more_tables = {{"billing", "outbox"}, {"shipping", "outbox"}};
+  EXPECT_EQ(create_publication_sql(target, [](const std::string& v) { return "\"" + v + "\""; }),
+            "CREATE PUBLICATION \"outbox_pub\" FOR TABLE \"public\".\"outbox\", "
+            "\"billing\".\"outbox\", \"shipping\".\"outbox\" WITH (publish = 'insert', "
+            "publish_via_partition_root = true)");
+}
+
 }  // namespace
 }  // namespace outbox::pg

@@ -24,7 +24,9 @@ struct Record {
   std::int64_t offset = -1;
   std::optional<std::string> key;  // nullopt for a null key
   std::string value;
+  bool null_value = false;                     // a tombstone: value is empty
   std::map<std::string, std::string> headers;  // last value of each header name
+  std::set<std::string> null_headers;          // names whose last header has no value
   std::int64_t timestamp_ms = -1;
   bool create_time = false;  // timestamp type is CreateTime (set by the producer)
 };

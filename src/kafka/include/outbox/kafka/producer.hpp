@@ -36,6 +36,7 @@ struct Record {
   std::optional<std::string_view> value;
   std::span<const Header> headers;
   std::int64_t timestamp_ms = 0;  // 0 = let the producer stamp it
+  std::int32_t partition = -1;    // -1 = the configured partitioner chooses (by the key)
 };
 
 // What a librdkafka error means for the record it came with: the module's one classification of
@@ -79,6 +80,7 @@ struct Delivery {
   std::optional<std::string_view> value;
   std::string_view id_header;
   std::optional<std::string_view> type_header;
+  std::vector<Header> other_headers;  // the record's headers other than id and type
 };
 
 struct ProducerConfig {

@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -18,6 +20,18 @@
 #include "outbox/pgoutput/messages.hpp"
 
 namespace outbox::mapping {
+
+// Debezium's table.fields.additional.placement: one more column of the row, sent as a header or
+// choosing the partition.
+struct Placement {
+  enum class Kind : std::uint8_t {
+    kHeader,     // header `alias` carries the column's text (a NULL column: a header without value)
+    kPartition,  // an integer column: the record goes to that partition (NULL: the partitioner's)
+  };
+  std::string column;
+  Kind kind = Kind::kHeader;
+  std::string alias;  // the header's name; the column's name when not given
+};
 
 struct MapperConfig {
   std::string schema = "public";
@@ -29,6 +43,21 @@ struct MapperConfig {
   std::string column_type = "type";
   std::string column_payload = "payload";
   bool require_json = false;  // reject payloads that are not valid JSON (simdjson)
+  std::vector<Placement> additional_placements;
+  // A timestamp or timestamptz column that gives the record timestamp (Debezium's
+  // table.field.event.timestamp); empty: the commit time. A NULL value falls back to it too.
+  std::string column_timestamp;
+  // A NULL payload, or a text payload that is empty or only whitespace, gives a tombstone (the
+  // key and a null value) instead of a mapping error (Debezium's route.tombstone.on.empty.payload).
+  bool tombstone_on_empty_payload = false;
+  // Further outbox tables (schema, table), mapped the same way: --table given more than once.
+  std::vector<std::pair<std::string, std::string>> more_tables;
+};
+
+// A header from an additional placement.
+struct ExtraHeader {
+  std::string_view name;
+  std::optional<std::string_view> value;  // nullopt when the column is NULL
 };
 
 // One event ready to produce. Views refer into the decoded Insert (and so into the receive buffer)
@@ -39,6 +68,10 @@ struct Event {
   std::optional<std::string_view> value;  // payload as PostgreSQL's text output gives it
   std::string_view id;                    // header "id"
   std::optional<std::string_view> type;   // header "type"; nullopt when NULL or no such column
+  // From the placements, in their order. Views into the Mapper's storage.
+  std::span<const ExtraHeader> headers;
+  std::optional<std::int32_t> partition;     // partition placement; nullopt: the partitioner's
+  std::optional<std::int64_t> timestamp_ms;  // --column-timestamp; nullopt: the commit time
 };
 
 // A row the mapper must reject; never dropped silently by the caller.
@@ -53,6 +86,9 @@ struct MapError {
   std::optional<std::string_view> aggregateid;
   std::optional<std::string_view> type;
   std::string topic;  // the topic the template renders for the row, empty when it cannot
+  // The payload is bytea: `payload` is its bytes, decoded (into storage valid as long as the
+  // Event views would be) when it could be.
+  bool binary_payload = false;
 };
 
 // The insert was for a table other than the outbox (possible with a user-made publication).
@@ -73,7 +109,7 @@ class Mapper {
   void on_relation(const pgoutput::Relation& relation);
   void on_relation(const pgoutput::Relation& relation, bool is_outbox);
 
-  // The relation is the configured table by name.
+  // The relation is one of the configured tables by name.
   bool is_outbox_name(const pgoutput::Relation& relation) const;
   // The relation has the columns an outbox row needs (id, payload, the topic template's).
   bool has_outbox_columns(const pgoutput::Relation& relation) const;
@@ -96,7 +132,18 @@ class Mapper {
     int id = -1, aggregatetype = -1, aggregateid = -1, type = -1, payload = -1;
     std::vector<int> topic_columns;  // index per template reference; -1 when absent
     std::vector<std::string> topic_column_names;
+    std::vector<int> placement_columns;          // index per additional placement; -1 when absent
+    std::vector<std::uint32_t> placement_types;  // their type OIDs
+    int timestamp = -1;                          // --column-timestamp
+    std::uint32_t timestamp_type = 0;
+    bool bytea_payload = false;  // the payload column is bytea: its text is decoded to bytes
   };
+
+  // Reads the placements and the timestamp column of `insert` into `event`. Returns the
+  // offending column and why, or an empty reason.
+  std::pair<std::string_view, std::string> map_extras(const CachedRelation& relation,
+                                                      const pgoutput::TupleData& tuple,
+                                                      Event& event);
 
   // simdjson stays private to this target: the checker is defined in mapper.cpp.
   struct JsonChecker;
@@ -109,6 +156,8 @@ class Mapper {
   std::unordered_map<std::uint32_t, CachedRelation> relations_;
   std::string topic_scratch_;
   std::vector<std::string_view> topic_values_;
+  std::vector<ExtraHeader> extra_headers_;  // one per header placement, set per event
+  std::string payload_bytes_;               // a bytea payload, decoded
   std::unique_ptr<JsonChecker, JsonCheckerDeleter> json_;  // null unless config_.require_json
 };
 

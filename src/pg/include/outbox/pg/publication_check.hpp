@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "outbox/pg/replication_connection.hpp"  // Rows
@@ -20,6 +21,9 @@ struct PublicationTarget {
   std::string publication;
   std::string schema;
   std::string table;
+  // Further tables (schema, table) the publication is created for. The check looks at one
+  // table: check each with a target of its own.
+  std::vector<std::pair<std::string, std::string>> more_tables = {};
 };
 
 // What the catalog says about the publication and the outbox table, now.
@@ -48,8 +52,9 @@ using QuoteFn = std::function<std::string(const std::string&)>;
 // literal of a value.
 std::string publication_check_sql(const PublicationTarget& target, const QuoteFn& quote_literal);
 
-// CREATE PUBLICATION for the table: inserts only, and partitions published under the table's
-// own name (publish_via_partition_root), so a partitioned outbox needs no mapping of partitions.
+// CREATE PUBLICATION for the table (and the more_tables): inserts only, and partitions published
+// under the table's own name (publish_via_partition_root), so a partitioned outbox needs no mapping
+// of partitions.
 std::string create_publication_sql(const PublicationTarget& target,
                                    const QuoteFn& quote_identifier);
 

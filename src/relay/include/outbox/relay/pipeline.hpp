@@ -239,7 +239,7 @@ class Pipeline {
   pgoutput::Message msg_;
   pgoutput::Message insert_msg_;
   pgoutput::DecodeError decode_error_;
-  std::array<kafka::Header, 2> headers_;
+  std::vector<kafka::Header> headers_;  // id, type, then the header placements: sized once
 };
 
 }  // namespace outbox::relay
