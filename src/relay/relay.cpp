@@ -119,6 +119,9 @@ class Relay::Impl : private Pipeline::Sink {
       status_timer_.cancel();
       confirm_timer_.cancel();
       cancel_check_timer();
+      if (exactly_once() && txn_open_ && !stopping_ && !fatal_ && !pipeline_.rewinding()) {
+        co_await end_transaction_at_disconnect();
+      }
       pipeline_.on_disconnect();
       conn_.reset();
       catalog_.reset();
@@ -259,7 +262,6 @@ class Relay::Impl : private Pipeline::Sink {
     // acknowledged first, then start at the acknowledged prefix; the server starts at the
     // greater of it and the slot's confirmed_flush_lsn, which after a crash is the last one
     // written at a checkpoint, often far behind.
-    if (exactly_once()) prepare_transactions(sys.system_id);
     co_await settle_deliveries();
     if (leaving()) co_return;
     pipeline_.resume(history_continues);
@@ -270,6 +272,9 @@ class Relay::Impl : private Pipeline::Sink {
         [&](const std::string& v) { return conn_->quote_literal(v); },
         [&](const std::string& v) { return conn_->quote_identifier(v); });
     co_await conn_->start_replication(command, config_.connect_timeout);
+    // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
+    // producer of it) and reads the checkpoint; what the server sends before it is skipped.
+    if (exactly_once()) prepare_transactions(sys.system_id);
     had_slot_ = true;
     streamed = true;
     set_state(State::kStreaming, "");
@@ -336,8 +341,8 @@ class Relay::Impl : private Pipeline::Sink {
             },
             kTxnTimeout);
       } catch (const std::runtime_error& e) {
-        throw KafkaUnavailable(std::string("reading checkpoint topic ") +
-                               config_.checkpoint_topic + ": " + e.what());
+        throw KafkaUnavailable(std::string("reading checkpoint topic ") + config_.checkpoint_topic +
+                               ": " + e.what());
       }
       if (!bad.empty()) {
         throw FatalError({kExitError, "checkpoint of " + key + " in topic " +
@@ -416,19 +421,38 @@ class Relay::Impl : private Pipeline::Sink {
         co_return;
       case kafka::TxnOutcome::kFenced:
         fail({kExitError, "fenced: another producer initialised transactional.id " +
-                              transactional_id() + "; this relay stops without committing: " +
-                              r.error});
+                              transactional_id() +
+                              "; this relay stops without committing: " + r.error});
         co_return;
       case kafka::TxnOutcome::kAbortable:
       case kafka::TxnOutcome::kRetriable:
-        producer_->abort_transaction(kTxnTimeout);
-        [[fallthrough]];
       case kafka::TxnOutcome::kFatal:
         ++metrics_.kafka_transactions_aborted;
-        pipeline_.begin_rewind("Kafka transaction not committed: " + r.error);
+        pipeline_.abort_kafka_transaction("Kafka transaction not committed: " + r.error);
+        if (r.outcome != kafka::TxnOutcome::kFatal) producer_->abort_transaction(kTxnTimeout);
         after_delivery();
         co_return;
     }
+  }
+
+  // The session ended with a Kafka transaction open: it commits when it holds whole PostgreSQL
+  // transactions, else it is aborted and the relay rewinds to the last commit. Either way a
+  // relay fenced meanwhile (a successor holds the slot) learns it here and stops.
+  awaitable<void> end_transaction_at_disconnect() {
+    if (!pipeline_.in_transaction()) {
+      if (commit_due(true)) co_await commit_kafka_transaction();
+      co_return;
+    }
+    ++metrics_.kafka_transactions_aborted;
+    pipeline_.abort_kafka_transaction(
+        "the connection ended inside a PostgreSQL transaction: its Kafka transaction is aborted");
+    const kafka::TxnResult r = producer_->abort_transaction(kTxnTimeout);
+    txn_open_ = false;
+    if (r.outcome == kafka::TxnOutcome::kFenced) {
+      fail({kExitError, "fenced: another producer initialised transactional.id " +
+                            transactional_id() + "; this relay stops: " + r.error});
+    }
+    co_return;
   }
 
   // Waits (at most kSettleTimeout) until Kafka acknowledged every record in flight, so that the
@@ -646,8 +670,9 @@ class Relay::Impl : private Pipeline::Sink {
         co_await periodic_check();
         continue;
       }
-      if (exactly_once() && commit_due(Clock::now() - txn_started_ >= config_.transaction_interval ||
-                                       pipeline_.paused())) {
+      if (exactly_once() &&
+          commit_due(Clock::now() - txn_started_ >= config_.transaction_interval ||
+                     pipeline_.paused())) {
         co_await commit_kafka_transaction();
         continue;
       }
@@ -823,7 +848,11 @@ class Relay::Impl : private Pipeline::Sink {
       fail({kExitError, "Kafka producer fatal error while stopping: " + message});
       return;
     }
-    pipeline_.begin_rewind(message);
+    if (exactly_once()) {
+      pipeline_.abort_kafka_transaction("Kafka producer fatal error: " + message);
+    } else {
+      pipeline_.begin_rewind(message);
+    }
     after_delivery();
   }
 

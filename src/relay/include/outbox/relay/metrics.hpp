@@ -62,7 +62,8 @@ struct Metrics {
   std::uint64_t producer_rewinds = 0;
   // Exactly-once: Kafka transactions committed and aborted, and how long the commits took.
   std::uint64_t kafka_transactions_committed = 0;
-  std::uint64_t kafka_transactions_aborted = 0;  // the producer stopped; see Pipeline::begin_rewind()
+  std::uint64_t kafka_transactions_aborted =
+      0;  // the producer stopped; see Pipeline::begin_rewind()
   std::uint64_t transactions_confirmed = 0;
   std::uint64_t reconnects = 0;
   // Changes the stream carried that are not outbox events, by reason: other_table, update,

@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -149,6 +150,9 @@ class Pipeline {
   // Refused batches. rewinding(): the batching producer stopped; the session must end. Once it
   // ended and the producers were replaced, rewound() forgets what was in flight.
   void begin_rewind(const std::string& error);
+  // Exactly-once: the open Kafka transaction is aborted; the session ends and rewound() goes back
+  // to the last commit. The aborted records' failure reports (purged) mean nothing.
+  void abort_kafka_transaction(const std::string& error);
   bool rewinding() const { return rewinding_; }
   void rewound();
 
@@ -235,6 +239,13 @@ class Pipeline {
   Lsn produced_through_;
   Lsn kafka_committed_;
   bool rewinding_ = false;
+  bool aborting_ = false;  // see abort_kafka_transaction()
+  // Exactly-once: records the broker refused when sent alone, by id (see produce_insert()).
+  struct Refusal {
+    std::string error;
+    std::string error_name;
+  };
+  std::unordered_map<std::string, Refusal, StringHash, std::equal_to<>> refused_twice_;
   std::optional<Fatal> fatal_;
   pgoutput::Message msg_;
   pgoutput::Message insert_msg_;
