@@ -584,6 +584,21 @@ Table run_flags(Options& o) {
                     "(fail, the default), or publish it to --dlq-topic with the error (dlq)"),
       flags::name("--dlq-topic", r.dlq_topic,
                   "dead-letter topic for --on-error dlq (default outbox.dlq)"),
+      flags::choice("--delivery", "at-least-once|exactly-once", r.delivery, "delivery",
+                    {{"at-least-once", relay::DeliveryMode::kAtLeastOnce},
+                     {"exactly-once", relay::DeliveryMode::kExactlyOnce}},
+                    "at-least-once (default), or exactly-once: Kafka transactions carrying\n"
+                    "whole PostgreSQL transactions and a checkpoint (read them with\n"
+                    "isolation.level=read_committed)"),
+      flags::text("--transactional-id", "ID", r.producer.transactional_id,
+                  "transactional.id for --delivery exactly-once (default outbox-relay.SLOT)"),
+      flags::name("--checkpoint-topic", r.checkpoint_topic,
+                  "compacted topic of --delivery exactly-once's checkpoints (default\n"
+                  "outbox-relay.checkpoints)"),
+      flags::duration("--transaction-interval", r.transaction_interval,
+                      "longest time a Kafka transaction stays open while events flow, for\n"
+                      "--delivery exactly-once (default 100ms)",
+                      {milliseconds(1), Below::kInvalid}),
       {"--metrics-addr", "HOST:PORT|off",
        "HTTP listener for /metrics, /healthz, /readyz (default 127.0.0.1:9187;\n"
        "when the default address is taken the relay runs without it)",

@@ -125,6 +125,14 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
            "sequence lost) and the relay rewound to the confirmed position with a new producer, "
            "sending the records it had failed one at a time, in order.",
            m.producer_rewinds);
+  w.single("outbox_relay_kafka_transactions_committed_total", "counter",
+           "Kafka transactions committed (--delivery exactly-once), each carrying whole "
+           "PostgreSQL transactions and a checkpoint.",
+           m.kafka_transactions_committed);
+  w.single("outbox_relay_kafka_transactions_aborted_total", "counter",
+           "Kafka transactions aborted (--delivery exactly-once): the relay resumed at the last "
+           "commit.",
+           m.kafka_transactions_aborted);
   w.single("outbox_relay_resent_transactions_skipped_total", "counter",
            "Transactions the server sent again after a reconnect that Kafka had already "
            "acknowledged in full: not produced again.",
@@ -168,6 +176,10 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
             "message, one observation per transaction: the share of commit-to-ack spent before "
             "Kafka (WAL flush, walsender, network, backlog).",
             m.commit_to_read_seconds);
+  histogram(w, "outbox_relay_kafka_commit_seconds",
+            "Seconds one Kafka transaction commit took (--delivery exactly-once; no observations "
+            "otherwise).",
+            m.kafka_commit_seconds);
 
   w.single("outbox_relay_reconnects_total", "counter",
            "Replication connections re-established after a failure.", m.reconnects);

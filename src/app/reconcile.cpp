@@ -277,7 +277,7 @@ class Repairer {
       : out_(out),
         timeout_(o.timeout),
         producer_(
-            io_.get_executor(), kafka::ProducerConfig{o.brokers, o.properties},
+            io_.get_executor(), kafka::ProducerConfig{o.brokers, o.properties, {}},
             [this](const kafka::Delivery& d) { on_delivery(d); },
             [this](const std::string& e) { fatal_ = e; }) {}
 

@@ -292,6 +292,9 @@ std::uint64_t Consumer::read_group(std::span<const PartitionRange> ranges,
     if (msg->key != nullptr) {
       record.key.emplace(static_cast<const char*>(msg->key), msg->key_len);
     }
+    if (msg->payload != nullptr) {
+      record.value.emplace(static_cast<const char*>(msg->payload), msg->len);
+    }
     rd_kafka_headers_t* headers = nullptr;
     if (rd_kafka_message_headers(msg.get(), &headers) == RD_KAFKA_RESP_ERR_NO_ERROR) {
       const void* value = nullptr;

@@ -380,6 +380,7 @@ Producer::Producer(boost::asio::any_io_executor executor, const ProducerConfig& 
   set("compression.codec", "lz4");
   set("log.connection.close", "false");
   for (const auto& [k, v] : config.properties) set(k, v);
+  if (!config.transactional_id.empty()) set("transactional.id", config.transactional_id);
   refuse_unsupported_sasl(conf.get());
 
   // The stall guard counts partitions in a partitioner that hands over to the configured one.
@@ -474,6 +475,95 @@ void Producer::drain() { impl_->drain(); }
 bool Producer::stopped() const {
   char buf[256];
   return rd_kafka_fatal_error(impl_->rk.get(), buf, sizeof buf) != RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
+namespace {
+
+// One librdkafka transaction error, by what the caller does next. The error is destroyed.
+TxnResult txn_result(rd_kafka_error_t* error) {
+  if (error == nullptr) return {};
+  TxnResult r;
+  r.error = std::string(rd_kafka_error_name(error)) + ": " + rd_kafka_error_string(error);
+  if (rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__FENCED ||
+      rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+      rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH) {
+    r.outcome = TxnOutcome::kFenced;
+  } else if (rd_kafka_error_is_fatal(error)) {
+    r.outcome = TxnOutcome::kFatal;
+  } else if (rd_kafka_error_txn_requires_abort(error)) {
+    r.outcome = TxnOutcome::kAbortable;
+  } else if (rd_kafka_error_is_retriable(error)) {
+    r.outcome = TxnOutcome::kRetriable;
+  } else {
+    r.outcome = TxnOutcome::kAbortable;
+  }
+  rd_kafka_error_destroy(error);
+  return r;
+}
+
+int timeout_ms(std::chrono::milliseconds t) { return static_cast<int>(t.count()); }
+
+}  // namespace
+
+TxnResult Producer::init_transactions(std::chrono::milliseconds timeout) {
+  return txn_result(rd_kafka_init_transactions(impl_->rk.get(), timeout_ms(timeout)));
+}
+
+TxnResult Producer::begin_transaction() {
+  return txn_result(rd_kafka_begin_transaction(impl_->rk.get()));
+}
+
+TxnResult Producer::commit_transaction(std::chrono::milliseconds timeout) {
+  return txn_result(rd_kafka_commit_transaction(impl_->rk.get(), timeout_ms(timeout)));
+}
+
+TxnResult Producer::abort_transaction(std::chrono::milliseconds timeout) {
+  return txn_result(rd_kafka_abort_transaction(impl_->rk.get(), timeout_ms(timeout)));
+}
+
+std::string Producer::create_compacted_topic(const std::string& topic,
+                                             std::chrono::milliseconds timeout) {
+  char errstr[512];
+  rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), 1, -1, errstr, sizeof errstr);
+  if (nt == nullptr) return std::string("topic ") + topic + ": " + errstr;
+  rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
+  rd_kafka_AdminOptions_t* options =
+      rd_kafka_AdminOptions_new(impl_->rk.get(), RD_KAFKA_ADMIN_OP_CREATETOPICS);
+  rd_kafka_AdminOptions_set_operation_timeout(options, timeout_ms(timeout), errstr, sizeof errstr);
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(impl_->rk.get());
+  rd_kafka_CreateTopics(impl_->rk.get(), &nt, 1, options, queue);
+  std::string error;
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, timeout_ms(timeout) + 1000);
+  if (ev == nullptr) {
+    error = "creating topic " + topic + ": no answer from the broker in time";
+  } else if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    error = "creating topic " + topic + ": " + rd_kafka_event_error_string(ev);
+  } else {
+    std::size_t n = 0;
+    const rd_kafka_topic_result_t** results =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const rd_kafka_resp_err_t err = rd_kafka_topic_result_error(results[i]);
+      if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+        error = "creating topic " + topic + ": " + rd_kafka_err2name(err) + ": " +
+                (rd_kafka_topic_result_error_string(results[i])
+                     ? rd_kafka_topic_result_error_string(results[i])
+                     : "");
+      }
+    }
+  }
+  if (ev != nullptr) rd_kafka_event_destroy(ev);
+  rd_kafka_queue_destroy(queue);
+  rd_kafka_AdminOptions_destroy(options);
+  rd_kafka_NewTopic_destroy(nt);
+  return error;
+}
+
+bool Producer::fenced() const {
+  char buf[256];
+  const rd_kafka_resp_err_t err = rd_kafka_fatal_error(impl_->rk.get(), buf, sizeof buf);
+  return err == RD_KAFKA_RESP_ERR__FENCED || err == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+         err == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
 }
 
 std::size_t Producer::queued() const {

@@ -70,12 +70,19 @@ Pipeline::Pipeline(const RelayConfig& config, Sink& sink, Metrics& metrics,
       sink_(sink),
       metrics_(metrics),
       log_(std::move(log)),
-      mapper_(config.mapper) {
+      mapper_(config.mapper),
+      exactly_once_(config.delivery == DeliveryMode::kExactlyOnce) {
   std::size_t headers = 2;
   for (const mapping::Placement& p : config.mapper.additional_placements) {
     if (p.kind == mapping::Placement::Kind::kHeader) ++headers;
   }
   headers_.resize(headers);
+}
+
+void Pipeline::start_from_checkpoint(Lsn lsn) {
+  kafka_committed(lsn);
+  tracker_.advance_idle(lsn);
+  if (lsn > produced_through_) produced_through_ = lsn;
 }
 
 std::string Pipeline::table_name() const {
@@ -227,6 +234,7 @@ Pipeline::Step Pipeline::on_message(const pgoutput::Commit& c, const pgoutput::X
     throw FatalError({kExitError, "Commit at " + c.commit_lsn.to_string() + " without Begin"});
   tracker_.commit(*txn_, c.end_lsn);
   txn_.reset();
+  if (c.end_lsn > produced_through_) produced_through_ = c.end_lsn;
   return Pipeline::Step::kDone;
 }
 
@@ -332,6 +340,17 @@ Pipeline::Step Pipeline::produce_insert(const pgoutput::Insert& ins, const pgout
                     std::span<const kafka::Header>(headers_.data(), nheaders),
                     ev.timestamp_ms.value_or(commit_time_ms_),
                     ev.partition.value_or(-1)};
+  // Exactly-once: a record the broker refused twice (the second time alone) is poison; it never
+  // goes in a transaction again (a refused record makes its transaction abort).
+  if (!refused_twice_.empty()) {
+    if (auto it = refused_twice_.find(ev.id); it != refused_twice_.end()) {
+      Poison p{ev.id,    ev.key,       ev.value,         ev.type,
+               ev.topic, table_name(), it->second.error, it->second.error_name,
+               false,    extra};
+      refused_twice_.erase(it);
+      return poison_in_stream(p);
+    }
+  }
   const bool suspect = !suspects_.empty() && suspects_.contains(ev.id);
   // A record of a refused batch goes alone, once everything before it is acknowledged.
   if (suspect && tracker_.inflight_events() > 0) return Pipeline::Step::kWaitDelivery;
@@ -459,6 +478,20 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
   const bool isolated = (d.opaque & kIsolatedFlag) != 0;
   const AckTracker::TxnSeq txn = d.opaque & ~(kDlqFlag | kIsolatedFlag);
   if (isolated) isolation_inflight_ = false;
+  if (!d.ok && aborting_) return;  // never visible: sent again after the rewind
+  if (exactly_once_ && !d.ok && !dlq_record) {
+    // A failed record makes its Kafka transaction abort. One the broker refused goes alone next
+    // time; refused again, it is poison (produce_insert()).
+    if (kafka::rejects_batch(d.kind) || d.kind == kafka::ErrorKind::kAuthorization) {
+      if (isolated) {
+        refused_twice_[std::string(d.id_header)] = {d.error, std::string(d.error_name)};
+      } else {
+        suspects_.emplace(d.id_header);
+      }
+    }
+    abort_kafka_transaction(d.error);
+    return;
+  }
   if (d.ok) {
     if (auto t = tracker_.commit_time_ms_of(txn); t > 0) {
       metrics_.commit_to_ack_seconds.observe(static_cast<double>(now_unix_ms() - t) / 1000.0);
@@ -526,8 +559,26 @@ void Pipeline::begin_rewind(const std::string& error) {
       config_.slot, confirmable().to_string(), quoted(error));
 }
 
+void Pipeline::abort_kafka_transaction(const std::string& error) {
+  if (fatal_) return;
+  aborting_ = true;
+  if (rewinding_) return;
+  rewinding_ = true;
+  ++metrics_.producer_rewinds;
+  log_->warn(
+      "event=kafka_transaction_aborted slot={} committed={} error={}: resuming at the last "
+      "Kafka commit",
+      config_.slot, kafka_committed_.to_string(), quoted(error));
+}
+
 void Pipeline::rewound() {
+  aborting_ = false;
   tracker_.forget_unacknowledged();
+  // Exactly-once: what the aborted Kafka transaction held is gone, acknowledged or not.
+  if (exactly_once_) {
+    tracker_.rewind_to(kafka_committed_);
+    produced_through_ = kafka_committed_;
+  }
   txn_.reset();
   cut_.reset();  // its inserts may be among the forgotten
   isolation_inflight_ = false;

@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <variant>
 
+#include "outbox/kafka/consumer.hpp"
 #include "outbox/pg/bootstrap.hpp"
 #include "outbox/pg/publication_check.hpp"
 #include "outbox/pg/replication_connection.hpp"
@@ -49,6 +50,16 @@ constexpr std::chrono::milliseconds kConfirmDelay{100};
 
 // Longest wait, before a reconnected stream starts, for the deliveries still in flight.
 constexpr std::chrono::seconds kSettleTimeout{5};
+
+// Exactly-once: the opaque of a checkpoint record (the Pipeline never sees its report; its
+// transaction sequence numbers stay far below), and how long a transaction call may block.
+constexpr std::uint64_t kCheckpointOpaque = 1ULL << 61;
+constexpr std::chrono::seconds kTxnTimeout{30};
+
+// Kafka cannot be used for now (exactly-once set-up): the session ends and is retried.
+struct KafkaUnavailable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // Frames handled between two turns of the io_context.
 constexpr std::size_t kYieldFrames = 256;
@@ -98,6 +109,8 @@ class Relay::Impl : private Pipeline::Sink {
         } else {
           reason = e.what();
         }
+      } catch (const KafkaUnavailable& e) {
+        reason = e.what();
       } catch (const boost::system::system_error& e) {
         if (!stopping_ && !fatal_) fail({kExitError, std::string("I/O error: ") + e.what()});
       } catch (const std::exception& e) {
@@ -106,6 +119,9 @@ class Relay::Impl : private Pipeline::Sink {
       status_timer_.cancel();
       confirm_timer_.cancel();
       cancel_check_timer();
+      if (exactly_once() && txn_open_ && !stopping_ && !fatal_ && !pipeline_.rewinding()) {
+        co_await end_transaction_at_disconnect();
+      }
       pipeline_.on_disconnect();
       conn_.reset();
       catalog_.reset();
@@ -256,6 +272,9 @@ class Relay::Impl : private Pipeline::Sink {
         [&](const std::string& v) { return conn_->quote_literal(v); },
         [&](const std::string& v) { return conn_->quote_identifier(v); });
     co_await conn_->start_replication(command, config_.connect_timeout);
+    // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
+    // producer of it) and reads the checkpoint; what the server sends before it is skipped.
+    if (exactly_once()) prepare_transactions(sys.system_id);
     had_slot_ = true;
     streamed = true;
     set_state(State::kStreaming, "");
@@ -273,6 +292,167 @@ class Relay::Impl : private Pipeline::Sink {
     }
     // Only stop or failure leave the loop normally: run the shutdown sequence.
     co_await finish();
+  }
+
+  // ---- exactly-once (--delivery exactly-once) ----------------------------------------------
+
+  bool exactly_once() const { return config_.delivery == DeliveryMode::kExactlyOnce; }
+
+  std::string transactional_id() const {
+    return config_.producer.transactional_id.empty() ? "outbox-relay." + config_.slot
+                                                     : config_.producer.transactional_id;
+  }
+
+  // The checkpoint's key: the database system and the slot (a slot name is only unique there).
+  std::string checkpoint_key() const { return system_id_.value_or("?") + "/" + config_.slot; }
+
+  // Before streaming: the producer's transactions initialised (which fences an older producer of
+  // the same transactional.id and ends its open transaction), then, once per process, the last
+  // committed checkpoint read with read_committed: the stream starts after it. Blocks the
+  // io_context while Kafka answers. Throws KafkaUnavailable (retried) or FatalError.
+  void prepare_transactions(const std::string& system_id) {
+    if (!txn_ready_) {
+      const kafka::TxnResult r = producer_->init_transactions(kTxnTimeout);
+      if (!r.ok()) {
+        throw KafkaUnavailable("initialising Kafka transactions of transactional.id " +
+                               transactional_id() + ": " + r.error);
+      }
+      txn_ready_ = true;
+      log_->info("event=transactions_ready slot={} transactional_id={}", config_.slot,
+                 transactional_id());
+    }
+    if (!checkpoint_read_) {
+      const std::string error =
+          producer_->create_compacted_topic(config_.checkpoint_topic, kTxnTimeout);
+      if (!error.empty()) throw KafkaUnavailable(error);
+      std::optional<Lsn> last;
+      std::string bad;
+      const std::string key = system_id + "/" + config_.slot;
+      try {
+        kafka::Consumer consumer({config_.producer.brokers, config_.producer.properties});
+        const kafka::TopicPlan plan =
+            consumer.plan(config_.checkpoint_topic, std::nullopt, kTxnTimeout);
+        consumer.read(
+            plan.partitions,
+            [&](const kafka::ConsumedRecord& r) {
+              if (!r.key || *r.key != key || !r.value) return;
+              last = Lsn::parse(*r.value);
+              if (!last) bad = std::string(*r.value);
+            },
+            kTxnTimeout);
+      } catch (const std::runtime_error& e) {
+        throw KafkaUnavailable(std::string("reading checkpoint topic ") + config_.checkpoint_topic +
+                               ": " + e.what());
+      }
+      if (!bad.empty()) {
+        throw FatalError({kExitError, "checkpoint of " + key + " in topic " +
+                                          config_.checkpoint_topic + " is not a WAL position: '" +
+                                          bad + "'"});
+      }
+      if (last) pipeline_.start_from_checkpoint(*last);
+      checkpoint_read_ = true;
+      log_->info("event=checkpoint_read slot={} topic={} key={} lsn={}", config_.slot,
+                 config_.checkpoint_topic, quoted(key), last ? last->to_string() : "none");
+    }
+    if (!txn_open_) begin_kafka_transaction();
+  }
+
+  void begin_kafka_transaction() {
+    const kafka::TxnResult r = producer_->begin_transaction();
+    if (!r.ok()) throw KafkaUnavailable("beginning a Kafka transaction: " + r.error);
+    txn_open_ = true;
+    txn_records_ = 0;
+    txn_started_ = Clock::now();
+  }
+
+  // A Kafka transaction may end here: one is open, no PostgreSQL transaction is (a Kafka
+  // transaction carries whole ones), something past the last commit was handled, and `now`.
+  bool commit_due(bool now) const {
+    return now && txn_open_ && !pipeline_.in_transaction() &&
+           pipeline_.produced_through() > pipeline_.kafka_committed();
+  }
+
+  // Ends the open Kafka transaction: the checkpoint record (end of the last PostgreSQL
+  // transaction in it) goes in, every report is awaited, then the commit; the slot may then be
+  // confirmed through the checkpoint. A failure aborts and rewinds to the last commit.
+  awaitable<void> commit_kafka_transaction() {
+    const Lsn through = pipeline_.produced_through();
+    const std::string key = checkpoint_key();
+    const std::string value = through.to_string();
+    const kafka::Record rec{config_.checkpoint_topic, key, value, {}, 0};
+    checkpoint_error_.reset();
+    committing_ = true;
+    for (;;) {
+      const kafka::ProduceResult pr = producer_->produce(rec, kCheckpointOpaque);
+      if (pr.status == kafka::ProduceStatus::kQueued) break;
+      if (pr.status == kafka::ProduceStatus::kFailed) {
+        checkpoint_error_ = pr.error;
+        break;
+      }
+      co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
+      if (leaving()) break;
+    }
+    while (!checkpoint_error_ && producer_->queued() > 0 && !leaving()) {
+      co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
+    }
+    committing_ = false;
+    if (fatal_) co_return;
+    kafka::TxnResult r;
+    if (checkpoint_error_) {
+      r = {kafka::TxnOutcome::kAbortable, "checkpoint record: " + *checkpoint_error_};
+    } else if (pipeline_.rewinding()) {
+      r = {kafka::TxnOutcome::kAbortable, "a record of the transaction failed"};
+    } else {
+      const auto t0 = Clock::now();
+      for (int attempt = 0; attempt < 3; ++attempt) {
+        r = producer_->commit_transaction(kTxnTimeout);
+        if (r.outcome != kafka::TxnOutcome::kRetriable) break;
+      }
+      metrics_.kafka_commit_seconds.observe(
+          std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    txn_open_ = false;
+    switch (r.outcome) {
+      case kafka::TxnOutcome::kOk:
+        ++metrics_.kafka_transactions_committed;
+        pipeline_.kafka_committed(through);
+        confirm_soon();
+        begin_kafka_transaction();
+        co_return;
+      case kafka::TxnOutcome::kFenced:
+        fail({kExitError, "fenced: another producer initialised transactional.id " +
+                              transactional_id() +
+                              "; this relay stops without committing: " + r.error});
+        co_return;
+      case kafka::TxnOutcome::kAbortable:
+      case kafka::TxnOutcome::kRetriable:
+      case kafka::TxnOutcome::kFatal:
+        ++metrics_.kafka_transactions_aborted;
+        pipeline_.abort_kafka_transaction("Kafka transaction not committed: " + r.error);
+        if (r.outcome != kafka::TxnOutcome::kFatal) producer_->abort_transaction(kTxnTimeout);
+        after_delivery();
+        co_return;
+    }
+  }
+
+  // The session ended with a Kafka transaction open: it commits when it holds whole PostgreSQL
+  // transactions, else it is aborted and the relay rewinds to the last commit. Either way a
+  // relay fenced meanwhile (a successor holds the slot) learns it here and stops.
+  awaitable<void> end_transaction_at_disconnect() {
+    if (!pipeline_.in_transaction()) {
+      if (commit_due(true)) co_await commit_kafka_transaction();
+      co_return;
+    }
+    ++metrics_.kafka_transactions_aborted;
+    pipeline_.abort_kafka_transaction(
+        "the connection ended inside a PostgreSQL transaction: its Kafka transaction is aborted");
+    const kafka::TxnResult r = producer_->abort_transaction(kTxnTimeout);
+    txn_open_ = false;
+    if (r.outcome == kafka::TxnOutcome::kFenced) {
+      fail({kExitError, "fenced: another producer initialised transactional.id " +
+                            transactional_id() + "; this relay stops: " + r.error});
+    }
+    co_return;
   }
 
   // Waits (at most kSettleTimeout) until Kafka acknowledged every record in flight, so that the
@@ -490,6 +670,12 @@ class Relay::Impl : private Pipeline::Sink {
         co_await periodic_check();
         continue;
       }
+      if (exactly_once() &&
+          commit_due(Clock::now() - txn_started_ >= config_.transaction_interval ||
+                     pipeline_.paused())) {
+        co_await commit_kafka_transaction();
+        continue;
+      }
       if (pipeline_.backpressured()) {
         // Stop reading the socket until acknowledgements free room; status updates go on.
         set_state(State::kBackpressured, "in-flight bound reached");
@@ -515,6 +701,11 @@ class Relay::Impl : private Pipeline::Sink {
           }
           if (leaving()) co_return;
           conn_->read_available();
+          continue;
+        }
+        // Nothing to read: a Kafka transaction with records commits now.
+        if (exactly_once() && commit_due(true)) {
+          co_await commit_kafka_transaction();
           continue;
         }
         try {
@@ -578,7 +769,8 @@ class Relay::Impl : private Pipeline::Sink {
       rewind_signalled_ = true;  // once: the stop sequence's own waits must not be cut short
       wake_all();
     }
-    if (waiting_ && (!pipeline_.paused() || leaving() || pipeline_.below_low_watermark())) {
+    if (waiting_ &&
+        (committing_ || !pipeline_.paused() || leaving() || pipeline_.below_low_watermark())) {
       wake_.cancel();
     }
   }
@@ -586,8 +778,11 @@ class Relay::Impl : private Pipeline::Sink {
   // Pipeline::Sink over the two producers.
   kafka::ProduceResult produce(const kafka::Record& record, std::uint64_t opaque,
                                Pipeline::Route route) override {
-    return route == Pipeline::Route::kAlone ? isolation_producer().produce(record, opaque)
-                                            : producer_->produce(record, opaque);
+    ++txn_records_;
+    // Exactly-once: every record goes in the transaction (nothing else is in flight anyway).
+    return route == Pipeline::Route::kAlone && !exactly_once()
+               ? isolation_producer().produce(record, opaque)
+               : producer_->produce(record, opaque);
   }
   bool stopped() const override { return producer_ && producer_->stopped(); }
 
@@ -596,10 +791,22 @@ class Relay::Impl : private Pipeline::Sink {
   // -X cannot turn it off). See begin_rewind().
   std::unique_ptr<kafka::Producer> make_producer() {
     kafka::ProducerConfig c = config_.producer;
-    c.properties.emplace_back("enable.gapless.guarantee", "true");
+    txn_ready_ = false;
+    txn_open_ = false;
+    if (exactly_once()) {
+      // A failed record makes the Kafka transaction abortable: nothing of it becomes visible.
+      if (c.transactional_id.empty()) c.transactional_id = "outbox-relay." + config_.slot;
+    } else {
+      c.properties.emplace_back("enable.gapless.guarantee", "true");
+    }
     return std::make_unique<kafka::Producer>(
         io_.get_executor(), c,
         [this](const kafka::Delivery& d) {
+          if (d.opaque == kCheckpointOpaque) {
+            if (!d.ok) checkpoint_error_ = d.error;
+            after_delivery();
+            return;
+          }
           pipeline_.on_delivery(d);
           after_delivery();
         },
@@ -631,11 +838,23 @@ class Relay::Impl : private Pipeline::Sink {
   // lost after a broker restart): what was not acknowledged is sent again from the confirmed
   // position by a new producer; nothing is lost, nothing passes an earlier record.
   void on_producer_fatal(const std::string& message) {
+    if (exactly_once() && producer_ && producer_->fenced()) {
+      fail({kExitError, "fenced: another producer initialised transactional.id " +
+                            transactional_id() +
+                            " (a relay that took over this slot); this one stops without "
+                            "committing: " +
+                            message});
+      return;
+    }
     if (stopping_) {
       fail({kExitError, "Kafka producer fatal error while stopping: " + message});
       return;
     }
-    pipeline_.begin_rewind(message);
+    if (exactly_once()) {
+      pipeline_.abort_kafka_transaction("Kafka producer fatal error: " + message);
+    } else {
+      pipeline_.begin_rewind(message);
+    }
     after_delivery();
   }
 
@@ -724,6 +943,15 @@ class Relay::Impl : private Pipeline::Sink {
     while (!kafka_refused_ && producers_queued() > 0 && Clock::now() < deadline) {
       co_await wait_for_change(deadline);
     }
+    if (exactly_once() && txn_open_) {
+      // Whole PostgreSQL transactions commit; a part of one is aborted and sent again next time.
+      if (!fatal_ && !pipeline_.rewinding() && commit_due(true)) {
+        co_await commit_kafka_transaction();
+      } else if (txn_records_ > 0 || pipeline_.in_transaction()) {
+        producer_->abort_transaction(kTxnTimeout);
+        txn_open_ = false;
+      }
+    }
     send_status();
     status_timer_.cancel();
     log_->info("event=final_confirm slot={} lsn={} unacknowledged={}", config_.slot,
@@ -763,6 +991,15 @@ class Relay::Impl : private Pipeline::Sink {
   std::optional<Fatal> fatal_;
   std::optional<std::string> system_id_;
   std::optional<std::uint32_t> timeline_;  // of the last session
+  // Exactly-once: transactions initialised on producer_; a Kafka transaction open, since when,
+  // with how many records; waiting for the reports of a commit; the checkpoint read at start.
+  bool txn_ready_ = false;
+  bool txn_open_ = false;
+  Clock::time_point txn_started_;
+  std::size_t txn_records_ = 0;
+  bool committing_ = false;
+  std::optional<std::string> checkpoint_error_;
+  bool checkpoint_read_ = false;
   Lsn last_reported_;
   Clock::time_point last_status_sent_;
   bool rewind_signalled_ = false;

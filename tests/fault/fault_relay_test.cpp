@@ -1051,5 +1051,140 @@ TEST_F(FaultTest, MemoryBoundWhileBrokerDown) {
   EXPECT_EQ(in_kafka, events) << "one record per event (no relay restart: no duplicates)";
 }
 
+// ------------------------------------------------------------------------------------------------
+// 6. --delivery exactly-once: read back with read_committed (KafkaReader's default isolation), each
+// committed event exactly once, in per-aggregate order, whatever fails.
+
+class ExactlyOnce : public FaultTest {
+ protected:
+  RelayProcess& start_eos_relay() { return start_relay({"--delivery", "exactly-once"}); }
+
+  // Every committed event present once, nothing else, per-aggregate order.
+  void expect_exactly_once(KafkaReader& reader, std::chrono::seconds timeout) {
+    const Lsn lsn_after_load = pg_->current_wal_lsn();
+    auto rows = committed_seqs();
+    DistinctIds all(rows.size());
+    ASSERT_TRUE(reader.read_until(std::ref(all), timeout))
+        << all.count() << " of " << rows.size() << " events in Kafka within " << timeout.count()
+        << " s";
+    expect_confirmed_reaches(lsn_after_load, 60s);
+    reader.read_for(1s);
+    const auto check = check_deliveries(reader.records(), rows);
+    EXPECT_EQ(check.problems.count(), 0u) << check.problems.describe();
+    EXPECT_EQ(check.missing, 0u);
+    EXPECT_EQ(check.ghosts, 0u);
+    figure("events", static_cast<std::int64_t>(rows.size()));
+    figure("duplicates", static_cast<std::int64_t>(check.duplicates));
+    EXPECT_EQ(check.duplicates, 0u) << "an event is visible twice to a read_committed consumer";
+  }
+};
+
+// Relay crash loop: kill -9 at random moments of a mixed workload (rolled-back transactions too).
+TEST_F(ExactlyOnce, CrashLoopReadCommitted) {
+  constexpr int kKills = 6;
+  const int events = scaled(30000, 2000);
+  const std::uint64_t seed = static_cast<std::uint64_t>(wall_clock_ms());
+  RecordProperty("seed", std::to_string(seed));
+  create_outbox_table();
+  RelayProcess* relay = &start_eos_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(*relay));
+  KafkaReader reader(brokers_, {topic_});
+  Workload& load = start_workload(plan_mixed(events, 500, 0.05, seed), 20s, 100);
+  std::mt19937_64 rng(seed);
+  std::vector<std::int64_t> moments;
+  std::uniform_int_distribution<std::int64_t> at(1, events - 1);
+  for (int i = 0; i < kKills; ++i) moments.push_back(at(rng));
+  std::sort(moments.begin(), moments.end());
+  for (const auto moment : moments) {
+    ASSERT_TRUE(load.wait_committed(moment, 120s)) << "workload stalled before " << moment;
+    reader.read_for(10ms);
+    ASSERT_TRUE(relay->is_running())
+        << "relay exited by itself with " << relay->wait_exit(0ms).value_or(-1);
+    relay->kill9();
+    relay = &start_eos_relay();
+  }
+  load.join();
+  ASSERT_NO_FATAL_FAILURE(expect_exactly_once(reader, 300s));
+  EXPECT_TRUE(relay->is_running());
+}
+
+// PostgreSQL crashes (immediate stop) while the relay catches up after bursts.
+TEST_F(ExactlyOnce, PgCrashes) {
+  const std::string services_log = log_path("services");
+  ScopeGuard pg_back([&] { pg_up(services_log); });
+  create_outbox_table();
+  RelayProcess& relay = start_eos_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  KafkaReader reader(brokers_, {topic_});
+  std::int64_t next_seq = 1;
+  for (int crash = 0; crash < 3; ++crash) {
+    const std::size_t before = reader.records().size();
+    for (int t = 0; t < scaled(10, 2); ++t) {
+      pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 50, next_seq, 2000, false));
+      next_seq += 2000;
+    }
+    ASSERT_TRUE(reader.read_until([&](const auto& r) { return r.size() >= before + 1000; }, 60s));
+    ASSERT_TRUE(pg_restart("immediate", services_log));
+    ASSERT_TRUE(reconnect_pg());
+    ASSERT_TRUE(
+        wait_until([&] { return !relay.is_running() || pg_->slot_active(slot_); }, 60s, 50ms));
+    ASSERT_TRUE(relay.is_running()) << "relay exited with " << relay.wait_exit(0ms).value_or(-1);
+  }
+  ASSERT_NO_FATAL_FAILURE(expect_exactly_once(reader, 180s));
+  EXPECT_TRUE(relay.is_running());
+}
+
+// The broker killed and restarted in the middle of Kafka transactions.
+TEST_F(ExactlyOnce, BrokerRestart) {
+  ASSERT_GT(kafka_pid(), 0) << "Kafka is not running (OUTBOX_KAFKA_PID_FILE)";
+  const std::string services_log = log_path("services");
+  ScopeGuard broker_back([&] {
+    if (kafka_pid() <= 0 || !kafka_up(services_log)) kafka_up(services_log);
+  });
+  create_outbox_table();
+  RelayProcess& relay = start_eos_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  KafkaReader reader(brokers_, {topic_});
+  const int transactions = scaled(300, 60);
+  Workload& load = start_workload(plan_uniform(transactions, 10), 20s, 50);
+  ASSERT_TRUE(reader.read_until([](const auto& r) { return r.size() >= 100; }, 60s));
+  const pid_t pid = kafka_pid();
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(wait_until([&] { return ::kill(pid, 0) != 0; }, 30s)) << "broker survived kill -9";
+  ASSERT_TRUE(kafka_up(services_log)) << "Kafka did not come back; see " << services_log;
+  load.join();
+  ASSERT_NO_FATAL_FAILURE(expect_exactly_once(reader, 240s));
+  EXPECT_TRUE(relay.is_running());
+}
+
+// Takeover from a frozen relay: the first relay is SIGSTOPped with a Kafka transaction open, its
+// walsender ended (as wal_sender_timeout would), a second relay takes the slot and fences the
+// first's transactional.id; woken (SIGCONT), the zombie stops without committing anything.
+TEST_F(ExactlyOnce, FrozenRelayIsFenced) {
+  create_outbox_table();
+  RelayProcess& zombie = start_eos_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(zombie));
+  KafkaReader reader(brokers_, {topic_});
+  Workload& load = start_workload(plan_uniform(scaled(400, 60), 10), 10s, 50);
+  ASSERT_TRUE(reader.read_until([](const auto& r) { return r.size() >= 200; }, 60s));
+  ASSERT_EQ(::kill(zombie.pid(), SIGSTOP), 0);
+  ScopeGuard wake([&] { ::kill(zombie.pid(), SIGCONT); });
+  pg_->exec(
+      "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '" +
+      slot_ + "'");
+  RelayProcess& successor = start_eos_relay();
+  ASSERT_TRUE(wait_until([&] { return count_in_file(successor.log_path(), "event=streaming") > 0; },
+                         60s, 50ms))
+      << "the successor did not take the slot";
+  load.join();
+  ASSERT_EQ(::kill(zombie.pid(), SIGCONT), 0);
+  const auto code = zombie.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the fenced relay did not stop";
+  EXPECT_NE(*code, 0);
+  EXPECT_GE(count_in_file(zombie.log_path(), "fenced"), 1u) << "no fencing in the zombie's log";
+  ASSERT_NO_FATAL_FAILURE(expect_exactly_once(reader, 180s));
+  EXPECT_TRUE(successor.is_running());
+}
+
 }  // namespace
 }  // namespace outbox_test::fault

@@ -48,6 +48,7 @@ struct ConsumedRecord {
   std::int64_t offset = 0;
   std::int64_t timestamp_ms = -1;
   std::optional<std::string_view> key;
+  std::optional<std::string_view> value;
   std::optional<std::string_view> id_header;  // last "id" header, nullopt when absent
 };
 

@@ -87,6 +87,24 @@ struct ProducerConfig {
   std::string brokers;
   // librdkafka properties applied after the defaults (from -X); a bad one throws ConfigError.
   std::vector<std::pair<std::string, std::string>> properties;
+  // Non-empty: a transactional producer with this transactional.id (see Producer's transaction
+  // calls). Set after `properties`.
+  std::string transactional_id;
+};
+
+// The outcome of a transaction call, by what the caller must do next.
+enum class TxnOutcome {
+  kOk,
+  kRetriable,  // call again (e.g. a timeout while the coordinator moves)
+  kAbortable,  // abort the transaction, then start over from what was committed
+  kFenced,     // a newer producer with the same transactional.id took over: stop
+  kFatal,      // the producer cannot go on: a new producer must start over
+};
+
+struct TxnResult {
+  TxnOutcome outcome = TxnOutcome::kOk;
+  std::string error;  // librdkafka's error name and text, when not kOk
+  bool ok() const { return outcome == TxnOutcome::kOk; }
 };
 
 class ConfigError : public std::runtime_error {
@@ -137,6 +155,21 @@ class Producer {
   // written), or the idempotent producer losing its sequence (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER
   // after a broker lost its producer state). Records not acknowledged were not all written.
   bool stopped() const;
+  // Whether it stopped because a newer producer with the same transactional.id fenced it.
+  bool fenced() const;
+
+  // Transactions (ProducerConfig::transactional_id set). Each call blocks the calling thread:
+  // init_transactions() and commit/abort up to `timeout` (they wait for the transaction
+  // coordinator), begin_transaction() not. Call commit_transaction() only with nothing queued
+  // (queued() == 0, every delivery report served), so that no report runs inside it.
+  TxnResult init_transactions(std::chrono::milliseconds timeout);
+  TxnResult begin_transaction();
+  TxnResult commit_transaction(std::chrono::milliseconds timeout);
+  TxnResult abort_transaction(std::chrono::milliseconds timeout);
+
+  // Creates `topic` with cleanup.policy=compact (one partition, the broker's replication factor)
+  // unless it exists. Blocks up to `timeout`. Returns an error message, empty on success.
+  std::string create_compacted_topic(const std::string& topic, std::chrono::milliseconds timeout);
 
  private:
   struct Impl;

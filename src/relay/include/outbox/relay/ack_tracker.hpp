@@ -40,6 +40,10 @@ class AckTracker {
   // the slot's confirmed position and sends them again.
   void forget_unacknowledged();
 
+  // After forget_unacknowledged(): the confirmable position goes back to `lsn` (exactly-once:
+  // what an aborted Kafka transaction held was acknowledged, but is gone).
+  void rewind_to(Lsn lsn) { confirmable_ = lsn; }
+
   // A delivery report (success, or a failure that was handled, e.g. dead-lettered).
   // Throws std::logic_error for a transaction with nothing outstanding.
   void ack(TxnSeq txn, std::size_t bytes);

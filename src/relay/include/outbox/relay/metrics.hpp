@@ -59,7 +59,11 @@ struct Metrics {
   // them (see Pipeline::resume()).
   std::uint64_t resent_transactions_skipped = 0;
   std::uint64_t resent_inserts_skipped = 0;
-  std::uint64_t producer_rewinds = 0;  // the producer stopped; see Pipeline::begin_rewind()
+  std::uint64_t producer_rewinds = 0;
+  // Exactly-once: Kafka transactions committed and aborted, and how long the commits took.
+  std::uint64_t kafka_transactions_committed = 0;
+  std::uint64_t kafka_transactions_aborted =
+      0;  // the producer stopped; see Pipeline::begin_rewind()
   std::uint64_t transactions_confirmed = 0;
   std::uint64_t reconnects = 0;
   // Changes the stream carried that are not outbox events, by reason: other_table, update,
@@ -71,6 +75,7 @@ struct Metrics {
   double backpressure_seconds = 0;
   Histogram commit_to_ack_seconds;   // per event: commit in PostgreSQL to Kafka's ack
   Histogram commit_to_read_seconds;  // per transaction: commit to its Begin read here
+  Histogram kafka_commit_seconds;    // exactly-once: one Kafka commit call
 
   // Gauges.
   State state = State::kConnecting;

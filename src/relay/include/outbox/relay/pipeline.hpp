@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -115,7 +116,22 @@ class Pipeline {
   // The slot may be confirmed up to what Kafka acknowledged, and never past the WAL position of
   // the last publication check that passed: inserts hidden by a publication altered since are
   // then at least never confirmed.
-  Lsn confirmable() const { return std::min(tracker_.confirmable(), verified_lsn_); }
+  Lsn confirmable() const {
+    const Lsn c = std::min(tracker_.confirmable(), verified_lsn_);
+    return exactly_once_ ? std::min(c, kafka_committed_) : c;
+  }
+  // Exactly-once. in_transaction(): a PostgreSQL transaction is open (a Kafka transaction may
+  // end only between two). produced_through(): the end of the last PostgreSQL transaction
+  // handled (the checkpoint of a Kafka transaction committed now). kafka_committed(): a Kafka
+  // transaction committed through `lsn`, which the slot may now be confirmed to.
+  // start_from_checkpoint(): the last committed checkpoint, read at start: everything before it
+  // is in Kafka, so it is skipped and confirmable.
+  bool in_transaction() const { return txn_.has_value() || skipping_txn_; }
+  Lsn produced_through() const { return std::max(produced_through_, tracker_.confirmable()); }
+  void kafka_committed(Lsn lsn) { kafka_committed_ = std::max(kafka_committed_, lsn); }
+  Lsn kafka_committed() const { return kafka_committed_; }
+  void start_from_checkpoint(Lsn lsn);
+
   // The acknowledged prefix alone (the status update's write position).
   Lsn acknowledged() const { return tracker_.confirmable(); }
   // The acknowledged prefix is past the last check: a check would let the slot move.
@@ -134,6 +150,9 @@ class Pipeline {
   // Refused batches. rewinding(): the batching producer stopped; the session must end. Once it
   // ended and the producers were replaced, rewound() forgets what was in flight.
   void begin_rewind(const std::string& error);
+  // Exactly-once: the open Kafka transaction is aborted; the session ends and rewound() goes back
+  // to the last commit. The aborted records' failure reports (purged) mean nothing.
+  void abort_kafka_transaction(const std::string& error);
   bool rewinding() const { return rewinding_; }
   void rewound();
 
@@ -215,7 +234,18 @@ class Pipeline {
   std::size_t skip_inserts_ = 0;    // first inserts of the open transaction already acknowledged
   bool skip_acknowledged_ = false;  // this session continues the history of the last
   bool skipping_txn_ = false;       // the open transaction was acknowledged in full
+  // Exactly-once (see kafka_committed()).
+  bool exactly_once_ = false;
+  Lsn produced_through_;
+  Lsn kafka_committed_;
   bool rewinding_ = false;
+  bool aborting_ = false;  // see abort_kafka_transaction()
+  // Exactly-once: records the broker refused when sent alone, by id (see produce_insert()).
+  struct Refusal {
+    std::string error;
+    std::string error_name;
+  };
+  std::unordered_map<std::string, Refusal, StringHash, std::equal_to<>> refused_twice_;
   std::optional<Fatal> fatal_;
   pgoutput::Message msg_;
   pgoutput::Message insert_msg_;

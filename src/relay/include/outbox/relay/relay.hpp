@@ -40,6 +40,9 @@ enum class OnError {
   kDlq,   // publish it to the dead-letter topic with the error; handled once that is acknowledged
 };
 
+// --delivery: at-least-once (the default), or exactly-once through Kafka transactions.
+enum class DeliveryMode { kAtLeastOnce, kExactlyOnce };
+
 struct RelayConfig {
   std::string conninfo;
   std::string slot = "outbox_relay";
@@ -63,6 +66,14 @@ struct RelayConfig {
   std::size_t max_inflight_bytes = 16u << 20;
   OnError on_error = OnError::kFail;
   std::string dlq_topic = "outbox.dlq";
+  // Exactly-once: each Kafka transaction carries whole PostgreSQL transactions and, in the same
+  // transaction, the end position of the last one as a record of checkpoint_topic (compacted;
+  // key: system identifier/slot). The slot is confirmed only after the Kafka commit. The
+  // transactional.id is producer.transactional_id, "outbox-relay." + slot when empty.
+  DeliveryMode delivery = DeliveryMode::kAtLeastOnce;
+  std::string checkpoint_topic = "outbox-relay.checkpoints";
+  // Longest time a Kafka transaction stays open while events flow; an idle stream commits at once.
+  std::chrono::milliseconds transaction_interval{100};
 };
 
 class Relay {
