@@ -3,8 +3,9 @@
 # (pg_logical_slot_get_binary_changes), pg_recvlogical, a walsender ceiling (bench_tool drain)
 # and Debezium, on the same slot contents. scripts/bench.sh runs this script.
 #
-#   bench/run.sh            full run: W1, W2, W3 x 3 repetitions x 6 consumers (the relay on
-#                           PLAINTEXT and through SASL_SSL), latency run,
+#   bench/run.sh            full run: W1, W2, W3 x 3 repetitions x 7 consumers (the relay on
+#                           PLAINTEXT, with --delivery exactly-once, and through SASL_SSL),
+#                           latency run,
 #                           micro-benchmark; results in bench/results/ (markdown + JSON)
 #   bench/run.sh --quick    smoke run for CI (< 1 min): tiny workloads, 1 repetition, no
 #                           Debezium, 5 s latency run; results in .local/bench/. Fails when a
@@ -151,6 +152,13 @@ if [ -n "${OUTBOX_KAFKA_SASL_BROKERS:-}" ] && grep -q -- '--kafka-config' <<<"$r
 else
   log "no SASL_SSL listener in .local/env or a relay without --kafka-config: no relay_tls row"
 fi
+# Exactly-once beside at-least-once, when the relay has it.
+RELAY_EXTRA=()
+if grep -q -- '--delivery' <<<"$relay_help"; then
+  CONSUMERS+=(relay_eos)
+else
+  log "a relay without --delivery: no relay_eos row"
+fi
 [ "$DEBEZIUM" = 1 ] && CONSUMERS+=(debezium)
 
 # prepare_rep WL REP NTXN PER BYTES: fresh table, publications, slots and topics, then the load;
@@ -166,6 +174,7 @@ prepare_rep() {
   topics="bench.$RUN_ID.$wl.$rep.relay.order"
   for c in "${CONSUMERS[@]}"; do
     [ "$c" = relay_tls ] && topics+=",$(relay_topic relay_tls "$wl" "$rep").order"
+    [ "$c" = relay_eos ] && topics+=",$(relay_topic relay_eos "$wl" "$rep").order"
   done
   [ "$DEBEZIUM" = 1 ] && topics+=",bench.$RUN_ID.$wl.$rep.dbz.order"
   "$TOOL" create-topics --brokers "$BROKERS" --topics "$topics"

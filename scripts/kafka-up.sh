@@ -11,8 +11,9 @@
 #   ACLs:    StandardAuthorizer. Super users: User:ANONYMOUS (the PLAINTEXT and CONTROLLER
 #            listeners, so every test on PLAINTEXT works as before) and User:admin. The relay's
 #            principal User:outbox-relay (SASL user, or the client certificate's CN) may create,
-#            write and describe topics whose names start with outbox.event. or outbox.dlq, and
-#            nothing else.
+#            write and describe topics whose names start with outbox.event. or outbox.dlq; for
+#            --delivery exactly-once, use transactional.ids and read and write topics starting
+#            with outbox-relay. (the checkpoints); nothing else.
 # Writes OUTBOX_BROKERS, OUTBOX_KAFKA_PID_FILE and the secured listeners' addresses, CA, client
 # certificate and credentials (OUTBOX_KAFKA_SASL_*, OUTBOX_KAFKA_MTLS_*, OUTBOX_KAFKA_CA) to
 # $REPO/.local/env.
@@ -108,7 +109,7 @@ EOF
 # provisioned data directory skips them; a failed run is retried by the next kafka-up.sh.
 provision() {
   local provision_spec provision_sum user name
-  provision_spec="users=$RELAY_USER,admin $(secret relay) $(secret admin) acl=v1"
+  provision_spec="users=$RELAY_USER,admin $(secret relay) $(secret admin) acl=v2"
   provision_sum="$(printf '%s' "$provision_spec" | sha256sum | cut -d' ' -f1)"
   local marker="$DATA/.outbox-provisioned"
   [ "$(cat "$marker" 2>/dev/null)" = "$provision_sum" ] && return 0
@@ -133,6 +134,24 @@ provision() {
     --operation Describe --resource-pattern-type prefixed \
     --topic outbox.event. --topic outbox.dlq >/dev/null ||
     die "could not add the ACLs of User:$RELAY_USER"
+  # --delivery exactly-once: its transactional.id (outbox-relay.SLOT) and its checkpoint topic
+  # (outbox-relay.checkpoints, read back at start with a group id the reader never joins).
+  KAFKA_TOOL_TIMEOUT=60 kafka_tool org.apache.kafka.tools.AclCommand \
+    --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
+    --add --allow-principal "User:$RELAY_USER" --operation Write --operation Describe \
+    --resource-pattern-type prefixed --transactional-id outbox-relay. >/dev/null ||
+    die "could not add the transactional.id ACLs of User:$RELAY_USER"
+  KAFKA_TOOL_TIMEOUT=60 kafka_tool org.apache.kafka.tools.AclCommand \
+    --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
+    --add --allow-principal "User:$RELAY_USER" --operation Read --operation Write \
+    --operation Create --operation Describe --resource-pattern-type prefixed \
+    --topic outbox-relay. >/dev/null ||
+    die "could not add the checkpoint topic ACLs of User:$RELAY_USER"
+  KAFKA_TOOL_TIMEOUT=60 kafka_tool org.apache.kafka.tools.AclCommand \
+    --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
+    --add --allow-principal "User:$RELAY_USER" --operation Read --operation Describe \
+    --resource-pattern-type prefixed --group outbox-relay >/dev/null ||
+    die "could not add the group ACLs of User:$RELAY_USER"
   printf '%s\n' "$provision_sum" >"$marker"
 }
 

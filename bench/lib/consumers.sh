@@ -3,8 +3,8 @@
 # execute it.
 #
 # Throughput: run_<consumer> WORKLOAD REP SLOT EVENTS PAYLOAD_BYTES END_LSN, consumer one of
-# decoder, recvlogical, drain, relay, relay_tls (the relay through the broker's SASL_SSL
-# listener, PLAIN over TLS), debezium. Each reads its slot up to END_LSN (or until
+# decoder, recvlogical, drain, relay, relay_eos (--delivery exactly-once), relay_tls (the relay
+# through the broker's SASL_SSL listener, PLAIN over TLS), debezium. Each reads its slot up to END_LSN (or until
 # EVENTS records are in Kafka), appends one line to $RUNS (record), prints nothing and returns
 # non-zero on failure. Its files go to $WORK/WORKLOAD.REP.CONSUMER/.
 # Latency: run_latency RATE SECONDS OUT (the relay under paced inserts; one key=value line in OUT).
@@ -33,7 +33,7 @@ start_relay() {
     RELAY_METRICS_URL="http://127.0.0.1:$port/metrics"
   fi
   [ -n "$kafka_config" ] && argv+=(--kafka-config "$kafka_config")
-  argv+=("${RELAY_ARGS[@]}")
+  argv+=("${RELAY_ARGS[@]}" "${RELAY_EXTRA[@]}")
   printf '%q ' "${argv[@]}" >"$d/cmdline"
   "${argv[@]}" >"$d/log" 2>&1 &
   RELAY_PID=$!
@@ -138,6 +138,16 @@ run_relay() {
   stop_pid "$pid" INT
   record "$wl" "$rep" "$consumer" "$n" "$bytes" "$(secs "$t0" "$last")" "$cpu" "$rss" \
     "$(secs "$t0" "$tc")" "$(secs "$first" "$last")"
+}
+
+# The relay with --delivery exactly-once: counted when committed (wait-count reads
+# read_committed), so the figure includes the transactions' cost.
+run_relay_eos() {
+  RELAY_EXTRA=(--delivery exactly-once --transactional-id "bench.$RUN_ID.$1.$2")
+  local rc=0
+  run_relay "$1" "$2" "$3" "$4" "$5" "$6" relay_eos || rc=$?
+  RELAY_EXTRA=()
+  return "$rc"
 }
 
 # The relay through the broker's SASL_SSL listener, PLAIN over TLS (what security costs).

@@ -158,6 +158,18 @@ TEST_F(SecurityIntegration, ProducesThroughSaslSslWithPlainAndNoSecretInArgvOrLo
   EXPECT_EQ(log.find(password_), std::string::npos) << "the password is in the relay's log";
 }
 
+// --delivery exactly-once through SASL_SSL: the principal needs its transactional.id and the
+// checkpoint topic (the test broker's ACLs grant outbox-relay.* for both, and nothing else).
+TEST_F(SecurityIntegration, ProducesExactlyOnceThroughSaslSsl) {
+  const std::string config = write_kafka_config("eos", sasl_plain_config(password_));
+  brokers_ = sasl_brokers_;
+  RelayProcess& relay = start_relay({"--kafka-config", config, "--delivery", "exactly-once"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  ASSERT_NO_FATAL_FAILURE(expect_relayed(relay));
+  EXPECT_GE(lines_with(read_file(relay.log_path()), "event=checkpoint_read"), 1u);
+  expect_graceful_stop(relay);
+}
+
 // Mutual TLS: the client certificate's CN is the principal (User:outbox-relay); no password at
 // all. The file comes with --kafka-config.
 TEST_F(SecurityIntegration, ProducesThroughMutualTls) {
