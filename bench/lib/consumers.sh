@@ -116,8 +116,11 @@ run_relay() {
   pid=$RELAY_PID
   (wait_confirmed "$slot" "$end" >/dev/null && now_ns >"$d/confirmed") &
   confirmer=$!
+  local committed=()
+  # Transactions: high watermarks also count commit markers; read the committed records.
+  [ "$consumer" = relay_eos ] && committed=(--committed 1)
   "$TOOL" wait-count --brokers "$BROKERS" --topic "$topic.order" --count "$n" \
-    --timeout-s "$TIMEOUT" >"$d/acked" &
+    --timeout-s "$TIMEOUT" "${committed[@]}" >"$d/acked" &
   waiter=$!
   if ! wait_while_alive "$waiter" "$pid" relay; then
     kill "$confirmer" 2>/dev/null || true

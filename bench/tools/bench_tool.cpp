@@ -1,6 +1,6 @@
 // Helpers for bench/run.sh (not part of the relay). Subcommands:
 //
-//   wait-count --brokers B --topic T --count N [--timeout-s S] [--poll-ms MS]
+//   wait-count --brokers B --topic T --count N [--timeout-s S] [--poll-ms MS] [--committed 1]
 //       Polls the topic's high watermarks (summed over partitions) until they reach N.
 //       Prints "<first_ns> <last_ns>": CLOCK_REALTIME when the first record was seen and when
 //       the count was reached. Exit 1 on timeout.
@@ -115,7 +115,55 @@ int partitions(rd_kafka_t* rk, const std::string& topic) {
   return n;
 }
 
+// wait-count --committed: reads the records (read_committed) instead of summing high watermarks,
+// which in a topic written in transactions also count the commit markers and what is not
+// committed yet.
+int wait_count_committed(const std::map<std::string, std::string>& f) {
+  const std::string topic = need(f, "topic");
+  const long long count = std::stoll(need(f, "count"));
+  const auto deadline = Clock::now() + std::chrono::seconds(std::stoi(opt(f, "timeout-s", "600")));
+  rd_kafka_t* rk = new_client(RD_KAFKA_CONSUMER, need(f, "brokers"),
+                              {{"allow.auto.create.topics", "false"},
+                               {"group.id", "bench-wait"},
+                               {"isolation.level", "read_committed"},
+                               {"enable.auto.commit", "false"}});
+  rd_kafka_poll_set_consumer(rk);
+  int nparts = 0;
+  while (nparts == 0 && Clock::now() < deadline) {
+    nparts = partitions(rk, topic);
+    if (nparts == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(nparts);
+  for (int p = 0; p < nparts; ++p) {
+    rd_kafka_topic_partition_list_add(list, topic.c_str(), p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+  }
+  rd_kafka_assign(rk, list);
+  rd_kafka_topic_partition_list_destroy(list);
+  std::int64_t first_ns = 0;
+  long long total = 0;
+  while (Clock::now() < deadline && total < count) {
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
+    if (m == nullptr) continue;
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      if (first_ns == 0) first_ns = realtime_ns();
+      ++total;
+    }
+    rd_kafka_message_destroy(m);
+  }
+  const std::int64_t last_ns = realtime_ns();
+  rd_kafka_consumer_close(rk);
+  rd_kafka_destroy(rk);
+  if (total < count) {
+    std::fprintf(stderr, "bench_tool: timed out: topic %s holds %lld of %lld committed records\n",
+                 topic.c_str(), total, count);
+    return 1;
+  }
+  std::printf("%lld %lld\n", static_cast<long long>(first_ns), static_cast<long long>(last_ns));
+  return 0;
+}
+
 int wait_count(const std::map<std::string, std::string>& f) {
+  if (f.count("committed") != 0) return wait_count_committed(f);
   const std::string topic = need(f, "topic");
   const long long count = std::stoll(need(f, "count"));
   const auto deadline = Clock::now() + std::chrono::seconds(std::stoi(opt(f, "timeout-s", "600")));
