@@ -274,7 +274,7 @@ class Relay::Impl : private Pipeline::Sink {
     co_await conn_->start_replication(command, config_.connect_timeout);
     // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
     // producer of it) and reads the checkpoint; what the server sends before it is skipped.
-    if (exactly_once()) prepare_transactions(sys.system_id);
+    if (exactly_once()) prepare_transactions();
     had_slot_ = true;
     streamed = true;
     set_state(State::kStreaming, "");
@@ -303,6 +303,15 @@ class Relay::Impl : private Pipeline::Sink {
                                                      : config_.producer.transactional_id;
   }
 
+  // A newer producer of the transactional.id (a relay that took the slot over) fenced this one.
+  void fail_fenced(const std::string& error) {
+    fail({kExitError, "fenced: another producer initialised transactional.id " +
+                          transactional_id() +
+                          " (a relay that took over this slot); this one stops without "
+                          "committing: " +
+                          error});
+  }
+
   // The checkpoint's key: the database system and the slot (a slot name is only unique there).
   std::string checkpoint_key() const { return system_id_.value_or("?") + "/" + config_.slot; }
 
@@ -310,7 +319,7 @@ class Relay::Impl : private Pipeline::Sink {
   // the same transactional.id and ends its open transaction), then, once per process, the last
   // committed checkpoint read with read_committed: the stream starts after it. Blocks the
   // io_context while Kafka answers. Throws KafkaUnavailable (retried) or FatalError.
-  void prepare_transactions(const std::string& system_id) {
+  void prepare_transactions() {
     if (!txn_ready_) {
       const kafka::TxnResult r = producer_->init_transactions(kTxnTimeout);
       if (!r.ok()) {
@@ -327,7 +336,7 @@ class Relay::Impl : private Pipeline::Sink {
       if (!error.empty()) throw KafkaUnavailable(error);
       std::optional<Lsn> last;
       std::string bad;
-      const std::string key = system_id + "/" + config_.slot;
+      const std::string key = checkpoint_key();
       try {
         kafka::Consumer consumer({config_.producer.brokers, config_.producer.properties});
         const kafka::TopicPlan plan =
@@ -420,9 +429,7 @@ class Relay::Impl : private Pipeline::Sink {
         begin_kafka_transaction();
         co_return;
       case kafka::TxnOutcome::kFenced:
-        fail({kExitError, "fenced: another producer initialised transactional.id " +
-                              transactional_id() +
-                              "; this relay stops without committing: " + r.error});
+        fail_fenced(r.error);
         co_return;
       case kafka::TxnOutcome::kAbortable:
       case kafka::TxnOutcome::kRetriable:
@@ -448,10 +455,7 @@ class Relay::Impl : private Pipeline::Sink {
         "the connection ended inside a PostgreSQL transaction: its Kafka transaction is aborted");
     const kafka::TxnResult r = producer_->abort_transaction(kTxnTimeout);
     txn_open_ = false;
-    if (r.outcome == kafka::TxnOutcome::kFenced) {
-      fail({kExitError, "fenced: another producer initialised transactional.id " +
-                            transactional_id() + "; this relay stops: " + r.error});
-    }
+    if (r.outcome == kafka::TxnOutcome::kFenced) fail_fenced(r.error);
     co_return;
   }
 
@@ -839,11 +843,7 @@ class Relay::Impl : private Pipeline::Sink {
   // position by a new producer; nothing is lost, nothing passes an earlier record.
   void on_producer_fatal(const std::string& message) {
     if (exactly_once() && producer_ && producer_->fenced()) {
-      fail({kExitError, "fenced: another producer initialised transactional.id " +
-                            transactional_id() +
-                            " (a relay that took over this slot); this one stops without "
-                            "committing: " +
-                            message});
+      fail_fenced(message);
       return;
     }
     if (stopping_) {
