@@ -854,6 +854,11 @@ exit codes: 0 done (also when nothing was prunable), 1 refused or error, 2 bad f
 
 Options parse_options(const std::vector<std::string>& args, const Environment& env) {
   Options o = parse_with(run_flags, args, env);
+  // A transactional producer that never initialises its transactions refuses every record.
+  if (!o.relay.producer.transactional_id.empty() &&
+      o.relay.delivery != relay::DeliveryMode::kExactlyOnce) {
+    throw flags::rejected("--transactional-id", "needs --delivery exactly-once");
+  }
   // The file's properties first: -X overrides them.
   auto& p = o.relay.producer.properties;
   p.insert(p.begin(), o.kafka_config.begin(), o.kafka_config.end());
