@@ -176,4 +176,14 @@ Flag tables(std::string name, std::string& schema, std::string& table,
 // table.fields.additional.placement): appended to `target`; at most one partition placement.
 Flag placement(std::string name, std::vector<mapping::Placement>& target, std::string help);
 
+// The rows of the mapping flags, shared by run and reconcile so that both read the same record
+// layout from the same flags (and OUTBOX_RELAY_* variables): --table (repeatable; `table_help`
+// says what more tables mean to the command), --topic, the --column-* names, --require-json,
+// --additional-placement, --column-timestamp, --tombstone-on-empty-payload, --format,
+// --ce-source, --content-type, --column-traceparent, --column-tracestate.
+Table mapping_flags(mapping::MapperConfig& config, std::string table_help);
+// The combinations of those flags that make no sense (--ce-source or --content-type without
+// --format cloudevents, --column-tracestate without --column-traceparent). Throws UsageError.
+void check_mapping(const mapping::MapperConfig& config);
+
 }  // namespace outbox::app::flags

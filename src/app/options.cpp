@@ -489,45 +489,12 @@ Flag placement(std::string name, std::vector<mapping::Placement>& target, std::s
           }};
 }
 
-}  // namespace flags
-
-// ---------------------------------------------------------------------------------------------
-// The commands' tables.
-namespace {
-
-using flags::Below;
-using flags::Flag;
-using flags::Table;
-using std::chrono::microseconds;
-using std::chrono::milliseconds;
-using std::chrono::seconds;
-
-Flag pg_flag(std::string& target, std::string help = "libpq conninfo string or URI [required]") {
-  return flags::text("--pg", "CONNINFO", target, std::move(help))
-      .require("a libpq conninfo or URI");
-}
-
-Flag help_flag(bool& target) { return flags::stop("--help", target, "this text").also("-h"); }
-
-Table run_flags(Options& o) {
-  auto& r = o.relay;
-  auto& m = r.mapper;
+Table mapping_flags(mapping::MapperConfig& m, std::string table_help) {
   return {
-      pg_flag(r.conninfo,
-              "libpq conninfo string or URI (replication=database is added) [required]"),
-      flags::text("--brokers", "HOST:PORT[,...]", r.producer.brokers,
-                  "Kafka bootstrap servers [required]")
-          .require("HOST:PORT[,...]"),
-      flags::name("--slot", r.slot, "logical replication slot (default outbox_relay)"),
-      flags::name("--publication", r.publication, "publication (default outbox_relay)"),
-      flags::tables("--table", m.schema, m.table, m.more_tables,
-                    "outbox table (default public.outbox); repeatable: the tables' events\n"
-                    "are relayed in one commit order through one slot, mapped alike"),
+      flags::tables("--table", m.schema, m.table, m.more_tables, std::move(table_help)),
       flags::topic_template("--topic", m.topic_template,
                             "topic template over columns (default "
                             "'outbox.event.${aggregatetype}')"),
-      flags::off("--no-create", r.create,
-                 "do not create a missing publication or slot: fail instead"),
       flags::text("--column-id", "NAME", m.column_id,
                   "event id column, sent as header \"id\" (default id)"),
       flags::text("--column-aggregatetype", "NAME", m.column_aggregatetype,
@@ -540,11 +507,6 @@ Table run_flags(Options& o) {
                   "payload column, the record value (default payload)"),
       flags::on("--require-json", m.require_json,
                 "reject payloads that are not valid JSON (default off)"),
-      flags::properties_file(
-          "--kafka-config", o.kafka_config,
-          "librdkafka properties from a file (PROPERTY=VALUE lines, # comments,\n"
-          "as kcat -F), e.g. security.protocol, sasl.username, sasl.password;\n"
-          "-X overrides it"),
       flags::placement("--additional-placement", m.additional_placements,
                        "send one more column as a header (its text; ALIAS names the header,\n"
                        "default the column), or choose the partition by an integer column;\n"
@@ -590,6 +552,68 @@ Table run_flags(Options& o) {
       flags::text("--column-tracestate", "NAME", m.column_tracestate,
                   "column sent as header tracestate with a valid traceparent (NULL or\n"
                   "empty: none); needs --column-traceparent"),
+  };
+}
+
+void check_mapping(const mapping::MapperConfig& m) {
+  if (m.format != mapping::Format::kCloudEvents) {
+    if (!m.ce_source.empty()) throw rejected("--ce-source", "needs --format cloudevents");
+    if (!m.content_type.empty()) throw rejected("--content-type", "needs --format cloudevents");
+  }
+  if (!m.column_tracestate.empty() && m.column_traceparent.empty()) {
+    throw rejected("--column-tracestate",
+                   "needs --column-traceparent (a tracestate is read only with its "
+                   "traceparent)");
+  }
+}
+
+}  // namespace flags
+
+// ---------------------------------------------------------------------------------------------
+// The commands' tables.
+namespace {
+
+using flags::Below;
+using flags::Flag;
+using flags::Table;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+Flag pg_flag(std::string& target, std::string help = "libpq conninfo string or URI [required]") {
+  return flags::text("--pg", "CONNINFO", target, std::move(help))
+      .require("a libpq conninfo or URI");
+}
+
+Flag help_flag(bool& target) { return flags::stop("--help", target, "this text").also("-h"); }
+
+Table run_flags(Options& o) {
+  auto& r = o.relay;
+  auto& m = r.mapper;
+  Table table = {
+      pg_flag(r.conninfo,
+              "libpq conninfo string or URI (replication=database is added) [required]"),
+      flags::text("--brokers", "HOST:PORT[,...]", r.producer.brokers,
+                  "Kafka bootstrap servers [required]")
+          .require("HOST:PORT[,...]"),
+      flags::name("--slot", r.slot, "logical replication slot (default outbox_relay)"),
+      flags::name("--publication", r.publication, "publication (default outbox_relay)"),
+      flags::off("--no-create", r.create,
+                 "do not create a missing publication or slot: fail instead"),
+      flags::properties_file(
+          "--kafka-config", o.kafka_config,
+          "librdkafka properties from a file (PROPERTY=VALUE lines, # comments,\n"
+          "as kcat -F), e.g. security.protocol, sasl.username, sasl.password;\n"
+          "-X overrides it"),
+  };
+  // The mapping rows, shared with reconcile.
+  for (Flag& f :
+       flags::mapping_flags(m,
+                            "outbox table (default public.outbox); repeatable: the tables' events\n"
+                            "are relayed in one commit order through one slot, mapped alike")) {
+    table.push_back(std::move(f));
+  }
+  Table rest = {
       flags::property("-X", r.producer.properties,
                       "librdkafka producer property, repeatable (e.g. -X linger.ms=10)"),
       flags::duration("--status-interval", r.status_interval,
@@ -667,6 +691,9 @@ Table run_flags(Options& o) {
       help_flag(o.help),
       flags::stop("--version", o.version, "print the version"),
   };
+  table.insert(table.end(), std::make_move_iterator(rest.begin()),
+               std::make_move_iterator(rest.end()));
+  return table;
 }
 
 Table setup_flags(SetupOptions& o) {
@@ -895,17 +922,7 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
         o.relay.delivery != relay::DeliveryMode::kExactlyOnce) {
       throw flags::rejected("--transactional-id", "needs --delivery exactly-once");
     }
-    if (m.format != mapping::Format::kCloudEvents) {
-      if (!m.ce_source.empty()) throw flags::rejected("--ce-source", "needs --format cloudevents");
-      if (!m.content_type.empty()) {
-        throw flags::rejected("--content-type", "needs --format cloudevents");
-      }
-    }
-    if (!m.column_tracestate.empty() && m.column_traceparent.empty()) {
-      throw flags::rejected("--column-tracestate",
-                            "needs --column-traceparent (a tracestate is read only with its "
-                            "traceparent)");
-    }
+    flags::check_mapping(m);
   }
   // The file's properties first: -X overrides them.
   auto& p = o.relay.producer.properties;

@@ -9,9 +9,11 @@
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
+#include <variant>
 
 #include "outbox/kafka/consumer.hpp"
 #include "outbox/kafka/producer.hpp"
+#include "outbox/mapping/mapper.hpp"
 #include "outbox/mapping/topic_template.hpp"
 #include "outbox/pg/admin.hpp"
 #include "outbox/pg/cursor.hpp"
@@ -21,8 +23,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t kScanBatchRows = 5000;
-constexpr std::size_t kRepairBatchRows = 500;  // rows carry their payloads in the repair scan
+constexpr std::size_t kBatchRows = 500;  // rows carry their payloads (the mapper reads them)
 constexpr std::uint64_t kProgressEvery = 100'000;
 constexpr std::size_t kMaxRepairInFlight = 10'000;
 constexpr std::size_t kMaxRepairInFlightBytes = 16U << 20;
@@ -56,33 +57,6 @@ std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// Renders a row's topic from the template's column values (nullopt when one is NULL).
-std::optional<std::string> render_topic(const mapping::TopicTemplate& tmpl, const pg::Row& row,
-                                        std::size_t first_column) {
-  std::vector<std::string_view> values;
-  values.reserve(tmpl.columns().size());
-  for (std::size_t i = 0; i < tmpl.columns().size(); ++i) {
-    const auto& v = row[first_column + i];
-    if (!v) return std::nullopt;
-    values.emplace_back(*v);
-  }
-  std::string topic;
-  tmpl.render(values, topic);
-  return topic;
-}
-
-// Why a row cannot be relayed (the relay stops on it with exit code 3, or dead-letters it), or
-// an empty string.
-std::string unmappable_reason(const ReconcileOptions& o, const mapping::TopicTemplate& tmpl,
-                              const pg::Row& row, bool payload_null, std::size_t first_column) {
-  if (!row[0]) return "column " + o.mapper.column_id + " is NULL";
-  if (payload_null) return "column " + o.mapper.column_payload + " is NULL";
-  for (std::size_t i = 0; i < tmpl.columns().size(); ++i) {
-    if (!row[first_column + i]) return "column " + tmpl.columns()[i] + " is NULL";
-  }
-  return {};
 }
 
 }  // namespace
@@ -188,6 +162,38 @@ std::vector<std::string> missing_ids(const std::vector<std::string>& window,
   return out;
 }
 
+// ---- Rows as pgoutput would send them -------------------------------------------------------
+
+pgoutput::Relation relation_of(const ReconcileTable& table) {
+  pgoutput::Relation r;
+  r.relid = table.relid;
+  r.nspname = table.schema;
+  r.relname = table.table;
+  r.columns.reserve(table.columns.size());
+  for (std::size_t i = 0; i < table.columns.size(); ++i) {
+    pgoutput::Column c;
+    c.name = table.columns[i];
+    c.type_oid = i < table.type_oids.size() ? table.type_oids[i] : 0;
+    r.columns.push_back(c);
+  }
+  return r;
+}
+
+pgoutput::Insert insert_of(const ReconcileTable& table,
+                           std::span<const std::optional<std::string>> values) {
+  pgoutput::Insert ins;
+  ins.relid = table.relid;
+  ins.new_tuple.reserve(values.size());
+  for (const auto& v : values) {
+    if (v) {
+      ins.new_tuple.push_back({pgoutput::ValueKind::kText, *v});
+    } else {
+      ins.new_tuple.push_back({pgoutput::ValueKind::kNull, {}});
+    }
+  }
+  return ins;
+}
+
 // ---- SQL --------------------------------------------------------------------------------------
 
 // Commit order, as far as PostgreSQL can tell after the fact:
@@ -198,51 +204,61 @@ std::vector<std::string> missing_ids(const std::vector<std::string>& window,
 //   serialised by a lock on the aggregate, a later writer's time is the later one when the column
 //   is filled at insert time);
 // - then the inserting transaction's age, oldest first (age(xmin), which survives xid wraparound);
-// - then the row's physical position (ctid): insert order within one transaction as long as the
-//   table had no free space to reuse, the usual case for an insert-only table.
+// - then the table (in --table order) and the row's physical position (ctid): insert order
+//   within one transaction as long as the table had no free space to reuse, the usual case for
+//   an insert-only table.
 ReconcileQueries reconcile_queries(const ReconcileOptions& o,
-                                   const std::vector<std::string>& columns, bool with_payload,
+                                   const std::vector<ReconcileTable>& tables,
                                    bool commit_timestamps) {
   const auto& m = o.mapper;
-  const std::string table = quote_ident(m.schema) + "." + quote_ident(m.table);
-  auto has = [&](const std::string& c) {
-    return std::find(columns.begin(), columns.end(), c) != columns.end();
-  };
-  auto required = [&](const std::string& c, const std::string& role) {
-    if (!has(c)) {
-      throw std::runtime_error("table " + m.schema + "." + m.table + " has no column " + c + " (" +
-                               role + ")");
-    }
-    return "t." + quote_ident(c);
-  };
-  auto optional = [&](const std::string& c) {
-    return has(c) ? "t." + quote_ident(c) + "::text" : std::string("NULL::text");
-  };
-  const std::string id = required(m.column_id, "--column-id") + "::text";
-  const std::string payload = required(m.column_payload, "--column-payload");
-  const std::string time = required(o.column_time, "--column-time");
-  std::string topic_columns;
   const mapping::TopicTemplate tmpl(m.topic_template);
-  for (const auto& c : tmpl.columns()) {
-    topic_columns += ", " + required(c, "referenced by the topic template") + "::text";
-  }
-  const std::string from = " FROM " + table + " AS t WHERE " + time + " >= $1::timestamptz AND " +
-                           time + " < $2::timestamptz";
+  std::size_t widest = 0;
+  for (const auto& t : tables) widest = std::max(widest, t.columns.size());
   ReconcileQueries q;
-  q.scan = "SELECT " + id + ", " + payload + " IS NULL, " + optional(m.column_aggregateid) + ", " +
-           time + "::text" + topic_columns + from;
-  const std::string commit_ts = "pg_catalog.pg_xact_commit_timestamp(t.xmin)";
-  // The record timestamp: the commit time as the relay stamps it, else the row's time.
-  const std::string stamp =
-      "(extract(epoch FROM " +
-      (commit_timestamps ? "COALESCE(" + commit_ts + ", " + time + "::timestamptz)"
-                         : time + "::timestamptz") +
-      ") * 1000)::bigint";
-  q.ordered = "SELECT " + id + ", " + optional(m.column_aggregateid) + ", " +
-              optional(m.column_type) + ", " + (with_payload ? payload + "::text" : "NULL::text") +
-              ", " + time + "::text, " + stamp + topic_columns + from + " ORDER BY " +
-              (commit_timestamps ? commit_ts + " NULLS FIRST, " : "") + time +
-              ", pg_catalog.age(t.xmin) DESC, t.ctid";
+  std::string branches;
+  for (std::size_t k = 0; k < tables.size(); ++k) {
+    const ReconcileTable& t = tables[k];
+    const std::string name = quote_ident(t.schema) + "." + quote_ident(t.table);
+    auto has = [&](const std::string& c) {
+      return std::find(t.columns.begin(), t.columns.end(), c) != t.columns.end();
+    };
+    auto required = [&](const std::string& c, const std::string& role) {
+      if (!has(c)) {
+        throw std::runtime_error("table " + t.schema + "." + t.table + " has no column " + c +
+                                 " (" + role + ")");
+      }
+    };
+    required(m.column_id, "--column-id");
+    required(m.column_payload, "--column-payload");
+    required(o.column_time, "--column-time");
+    for (const auto& c : tmpl.columns()) required(c, "referenced by the topic template");
+    const std::string time = "t." + quote_ident(o.column_time);
+    const std::string from = " FROM " + name + " AS t WHERE " + time + " >= $1::timestamptz AND " +
+                             time + " < $2::timestamptz";
+    std::string raw, formatted;
+    for (std::size_t i = 0; i < widest; ++i) {
+      if (i >= t.columns.size()) {
+        formatted += ", NULL::text";
+        continue;
+      }
+      const std::string c = "t." + quote_ident(t.columns[i]);
+      raw += ", " + c;
+      formatted +=
+          ", CASE WHEN " + c + " IS NULL THEN NULL ELSE pg_catalog.format('%s', " + c + ") END";
+    }
+    q.scans.push_back("SELECT " + time + "::text" + raw + from);
+    const std::string commit_ts =
+        commit_timestamps ? "pg_catalog.pg_xact_commit_timestamp(t.xmin)" : "NULL::timestamptz";
+    if (k > 0) branches += " UNION ALL ";
+    branches += "SELECT " + std::to_string(k) + " AS tbl, " + commit_ts + " AS commit_at, " + time +
+                "::timestamptz AS at, pg_catalog.age(t.xmin) AS age, t.ctid AS pos, " +
+                "(extract(epoch FROM COALESCE(" + commit_ts + ", " + time +
+                "::timestamptz)) * 1000000)::bigint AS stamp_us, " + time + "::text AS time_text" +
+                formatted + from;
+  }
+  q.ordered = "SELECT * FROM (" + branches + ") AS r ORDER BY " +
+              (commit_timestamps ? "r.commit_at NULLS FIRST, " : "") +
+              "r.at, r.age DESC, r.tbl, r.pos";
   return q;
 }
 
@@ -263,12 +279,6 @@ std::string field_value(const std::optional<std::string>& value) {
 namespace outbox::app {
 namespace {
 
-// Column positions in the rows of the two queries (see ReconcileQueries).
-constexpr std::size_t kScanId = 0, kScanPayloadNull = 1, kScanAggregateId = 2, kScanTime = 3,
-                      kScanTopicColumns = 4;
-constexpr std::size_t kOrdId = 0, kOrdAggregateId = 1, kOrdType = 2, kOrdPayload = 3, kOrdTime = 4,
-                      kOrdStamp = 5, kOrdTopicColumns = 6;
-
 // Publishes repaired events with the relay's producer (its defaults: idempotent, acks=all,
 // murmur2_random, no delivery deadline) on a private io_context, a bounded number at a time.
 class Repairer {
@@ -281,22 +291,28 @@ class Repairer {
             [this](const kafka::Delivery& d) { on_delivery(d); },
             [this](const std::string& e) { fatal_ = e; }) {}
 
-  // Queues one event; false when Kafka made no progress for the timeout (or failed for good).
-  bool send(std::string_view topic, std::string_view id, std::optional<std::string_view> key,
-            std::string_view value, std::optional<std::string_view> type,
-            std::int64_t timestamp_ms) {
+  // Queues one event as the relay's Pipeline builds its record (headers id, type, then the
+  // mapper's; the mapper's partition; its timestamp, else `commit_time_ms`); false when Kafka
+  // made no progress for the timeout (or failed for good).
+  bool send(const mapping::Event& ev, std::int64_t commit_time_ms) {
     if (!wait([&] {
           return in_flight_.size() < kMaxRepairInFlight &&
                  in_flight_bytes_ < kMaxRepairInFlightBytes;
         })) {
       return false;
     }
-    std::array<kafka::Header, 2> headers{kafka::Header{"id", id}, kafka::Header{}};
-    std::size_t n = 1;
-    if (type) headers[n++] = {"type", *type};
-    const kafka::Record record{topic, key, value, std::span<const kafka::Header>(headers.data(), n),
-                               timestamp_ms};
-    const std::size_t bytes = value.size() + (key ? key->size() : 0);
+    headers_.clear();
+    headers_.push_back({"id", ev.id});
+    if (ev.type) headers_.push_back({"type", *ev.type});
+    for (const mapping::ExtraHeader& h : ev.headers) headers_.push_back({h.name, h.value});
+    const std::string_view topic = ev.topic, id = ev.id;
+    const kafka::Record record{ev.topic,
+                               ev.key,
+                               ev.value,
+                               std::span<const kafka::Header>(headers_.data(), headers_.size()),
+                               ev.timestamp_ms.value_or(commit_time_ms),
+                               ev.partition.value_or(-1)};
+    const std::size_t bytes = (ev.value ? ev.value->size() : 0) + (ev.key ? ev.key->size() : 0);
     const std::uint64_t opaque = next_opaque_++;
     for (;;) {
       const kafka::ProduceResult r = producer_.produce(record, opaque);
@@ -365,6 +381,7 @@ class Repairer {
 
   std::ostream& out_;
   std::chrono::milliseconds timeout_;
+  std::vector<kafka::Header> headers_;
   boost::asio::io_context io_{1};
   std::unordered_map<std::uint64_t, InFlight> in_flight_;
   std::size_t in_flight_bytes_ = 0;
@@ -378,9 +395,32 @@ class Repairer {
 
 }  // namespace
 
+namespace {
+
+// "column C is NULL" as the relay words a mapping error (its dead letters, its exit 3 message).
+std::string map_error_reason(const mapping::MapError& e) {
+  return e.column.empty() ? e.reason : "column " + e.column + " " + e.reason;
+}
+
+void print_unmappable(std::ostream& out, const mapping::MapError& e, const std::string& table,
+                      const std::optional<std::string>& time) {
+  out << "unmappable id=" << field_value(e.id) << " aggregateid="
+      << field_value(e.aggregateid ? std::optional<std::string>(*e.aggregateid) : std::nullopt)
+      << " table=" << table << " time=" << field_value(time)
+      << " reason=" << field_value(map_error_reason(e))
+      << " (the relay stops on it with exit code 3 or dead-letters it; not repaired)\n";
+}
+
+}  // namespace
+
 int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& err) {
   const auto& m = o.mapper;
-  const std::string table_name = m.schema + "." + m.table;
+  std::vector<std::pair<std::string, std::string>> names{{m.schema, m.table}};
+  names.insert(names.end(), m.more_tables.begin(), m.more_tables.end());
+  std::string table_names;
+  for (const auto& [schema, table] : names) {
+    table_names += (table_names.empty() ? "" : ",") + schema + "." + table;
+  }
   const std::int64_t start_us = now_us();
   const std::int64_t since_us = o.since.resolve(start_us);
   const std::int64_t until_us = o.until ? o.until->resolve(start_us) : start_us;
@@ -391,7 +431,6 @@ int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& er
     return 2;
   }
   const std::vector<std::string> window{format_utc(since_us), format_utc(until_us)};
-  const mapping::TopicTemplate tmpl(m.topic_template);
   const auto fail = [&](const std::string& message) {
     err << "outbox-relay reconcile: " << message << '\n';
     return 1;
@@ -399,34 +438,53 @@ int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& er
 
   try {
     pg::AdminSession session(o.conninfo);
-    std::vector<std::string> columns;
-    try {
-      for (auto& row :
-           session.exec("SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = $1::regclass "
-                        "AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-                        {quote_ident(m.schema) + "." + quote_ident(m.table)})) {
-        columns.push_back(row[0].value_or(""));
+    // pgoutput sends bytea in hex whatever the server's default; the mapper decodes that.
+    session.exec("SET bytea_output = hex");
+    std::vector<ReconcileTable> tables;
+    for (const auto& [schema, table] : names) {
+      ReconcileTable t{schema, table, 0, {}, {}};
+      try {
+        for (auto& row : session.exec(
+                 "SELECT a.attrelid::oid::text, a.attname, a.atttypid::oid::text FROM "
+                 "pg_catalog.pg_attribute AS a WHERE a.attrelid = $1::regclass AND a.attnum > 0 "
+                 "AND NOT a.attisdropped ORDER BY a.attnum",
+                 {quote_ident(schema) + "." + quote_ident(table)})) {
+          t.relid = static_cast<std::uint32_t>(std::stoul(row[0].value_or("0")));
+          t.columns.push_back(row[1].value_or(""));
+          t.type_oids.push_back(static_cast<std::uint32_t>(std::stoul(row[2].value_or("0"))));
+        }
+      } catch (const pg::Error& e) {
+        return fail("table " + schema + "." + table + ": " + e.what());
       }
-    } catch (const pg::Error& e) {
-      return fail("table " + table_name + ": " + e.what());
+      tables.push_back(std::move(t));
     }
     const bool commit_timestamps = session.setting("track_commit_timestamp") == "on";
     ReconcileQueries queries;
     try {
-      queries = reconcile_queries(o, columns, o.repair, commit_timestamps);
+      queries = reconcile_queries(o, tables, commit_timestamps);
     } catch (const std::runtime_error& e) {
       return fail(e.what());
     }
-    err << "reconcile: table " << table_name << ", rows with " << o.column_time << " in ["
-        << window[0] << ", " << window[1] << ")\n";
+    // The relay's mapper, fed the rows as pgoutput would send them: the same topic, key, value,
+    // headers, partition and timestamp column.
+    mapping::Mapper mapper(m);
+    for (const ReconcileTable& t : tables) mapper.on_relation(relation_of(t), true);
+    err << "reconcile: table " << table_names << ", rows with " << o.column_time << " in ["
+        << window[0] << ", " << window[1] << ")"
+        << (commit_timestamps ? ""
+                              : "; track_commit_timestamp is off: repaired records are "
+                                "stamped with the time column, not the commit time")
+        << "\n";
 
     // 1. The window's ids and the topics they route to.
     EventIdSet ids;
     std::map<std::string, std::uint64_t> rows_per_topic;
     std::uint64_t rows = 0, unmappable = 0;
     auto phase = Clock::now();
-    {
-      pg::Cursor cursor(session, "scan " + table_name, queries.scan, window, kScanBatchRows);
+    for (std::size_t k = 0; k < tables.size(); ++k) {
+      const ReconcileTable& t = tables[k];
+      const std::string name = t.schema + "." + t.table;
+      pg::Cursor cursor(session, "scan " + name, queries.scans[k], window, kBatchRows);
       pg::Rows batch;
       while (cursor.fetch(batch)) {
         for (const pg::Row& row : batch) {
@@ -434,19 +492,17 @@ int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& er
             err << "reconcile: scanned " << rows << " rows (" << rate(rows, seconds_since(phase))
                 << " rows/s)\n";
           }
-          const bool payload_null = row[kScanPayloadNull].value_or("f") == "t";
-          const std::string reason =
-              unmappable_reason(o, tmpl, row, payload_null, kScanTopicColumns);
-          if (!reason.empty()) {
+          const auto values = std::span<const std::optional<std::string>>(row).subspan(1);
+          const mapping::MapResult mapped = mapper.map_insert(insert_of(t, values), 0);
+          if (const auto* e = std::get_if<mapping::MapError>(&mapped)) {
             ++unmappable;
-            out << "unmappable id=" << field_value(row[kScanId])
-                << " aggregateid=" << field_value(row[kScanAggregateId])
-                << " time=" << field_value(row[kScanTime]) << " reason=" << field_value(reason)
-                << " (the relay stops on it with exit code 3 or dead-letters it; not repaired)\n";
+            print_unmappable(out, *e, name, row[0]);
             continue;
           }
-          ids.add(*row[kScanId]);
-          ++rows_per_topic[*render_topic(tmpl, row, kScanTopicColumns)];
+          if (const auto* ev = std::get_if<mapping::Event>(&mapped)) {
+            ids.add(ev->id);
+            ++rows_per_topic[std::string(ev->topic)];
+          }
         }
       }
       cursor.close();
@@ -459,7 +515,6 @@ int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& er
     if (ids.duplicates() > 0) {
       err << "reconcile: " << ids.duplicates() << " rows repeat an id of another row\n";
     }
-
     // 2. Kafka: every record of those topics from the window's start (less the margin) to the
     // end each partition has now.
     std::uint64_t records = 0, matched = 0, without_id = 0;
@@ -516,9 +571,14 @@ int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& er
     bool stalled = false;
     if (missing > 0) {
       if (o.repair) repairer.emplace(o, out);
+      std::vector<std::size_t> id_column;  // per table, for a look-up before mapping
+      for (const ReconcileTable& t : tables) {
+        id_column.push_back(static_cast<std::size_t>(
+            std::find(t.columns.begin(), t.columns.end(), m.column_id) - t.columns.begin()));
+      }
       phase = Clock::now();
-      pg::Cursor cursor(session, "scan " + table_name + " in commit order", queries.ordered, window,
-                        o.repair ? kRepairBatchRows : kScanBatchRows);
+      pg::Cursor cursor(session, "scan " + table_names + " in commit order", queries.ordered,
+                        window, kBatchRows);
       pg::Rows batch;
       std::uint64_t scanned = 0;
       while (!stalled && cursor.fetch(batch)) {
@@ -527,25 +587,35 @@ int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& er
             err << "reconcile: listing missing rows: scanned " << scanned << " rows, " << listed
                 << " of " << missing << " missing found\n";
           }
-          if (!row[kOrdId] || !ids.is_missing(*row[kOrdId])) continue;
-          const auto topic = render_topic(tmpl, row, kOrdTopicColumns);
-          if (!topic || (o.repair && !row[kOrdPayload])) continue;  // changed since the scan
+          const std::size_t k = std::stoul(row[kOrderedTable].value_or("0"));
+          if (k >= tables.size()) throw std::runtime_error("reconcile: bad table index");
+          const ReconcileTable& t = tables[k];
+          const auto values = std::span<const std::optional<std::string>>(row).subspan(
+              kOrderedColumns, t.columns.size());
+          const auto& raw_id = values[id_column[k]];
+          if (!raw_id || !ids.is_missing(*raw_id)) continue;
+          std::int64_t stamp_us = 0;
+          const std::string& text = row[kOrderedStampUs].value_or("0");
+          std::from_chars(text.data(), text.data() + text.size(), stamp_us);
+          const mapping::MapResult mapped = mapper.map_insert(insert_of(t, values), stamp_us);
+          const auto* ev = std::get_if<mapping::Event>(&mapped);
+          if (!ev || !ids.is_missing(ev->id)) {
+            // Changed since the first scan (counted below as having left the table).
+            if (const auto* e = std::get_if<mapping::MapError>(&mapped)) {
+              ++unmappable;
+              print_unmappable(out, *e, t.schema + "." + t.table, row[kOrderedTime]);
+            }
+            continue;
+          }
           ++listed;
-          const std::string& id = *row[kOrdId];
-          ids.mark_seen(id);  // list a repeated id once
-          out << "missing id=" << field_value(id)
-              << " aggregateid=" << field_value(row[kOrdAggregateId]) << " topic=" << *topic
-              << " time=" << field_value(row[kOrdTime]) << '\n';
+          ids.mark_seen(ev->id);  // list a repeated id once
+          out << "missing id=" << field_value(std::string(ev->id)) << " aggregateid="
+              << field_value(ev->key ? std::optional<std::string>(*ev->key) : std::nullopt)
+              << " topic=" << ev->topic << " time=" << field_value(row[kOrderedTime]);
+          if (tables.size() > 1) out << " table=" << t.schema << "." << t.table;
+          out << '\n';
           if (!repairer) continue;
-          std::int64_t stamp = 0;
-          const std::string& text = row[kOrdStamp].value_or("0");
-          std::from_chars(text.data(), text.data() + text.size(), stamp);
-          const auto& key = row[kOrdAggregateId];
-          const auto& type = row[kOrdType];
-          if (!repairer->send(
-                  *topic, id, key ? std::optional<std::string_view>(*key) : std::nullopt,
-                  *row[kOrdPayload], type ? std::optional<std::string_view>(*type) : std::nullopt,
-                  stamp)) {
+          if (!repairer->send(*ev, stamp_us / 1000)) {
             stalled = true;
             break;
           }
@@ -561,7 +631,7 @@ int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& er
       }
     }
 
-    out << "summary table=" << table_name << " since=" << window[0] << " until=" << window[1]
+    out << "summary table=" << table_names << " since=" << window[0] << " until=" << window[1]
         << " rows_scanned=" << rows << " topics_read=" << topics_read;
     if (topics_absent > 0) out << " topics_absent=" << topics_absent;
     out << " records_read=" << records << " missing=" << missing << " unmappable=" << unmappable;

@@ -1,7 +1,9 @@
 #include "outbox/app/reconcile_options.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <iterator>
 
 #include "flags.hpp"
 
@@ -144,8 +146,7 @@ Flag time_bound(std::string name, TimeBound& target, std::string help) {
 }
 
 flags::Table reconcile_flags(ReconcileOptions& o) {
-  auto& m = o.mapper;
-  return {
+  flags::Table table = {
       flags::text("--pg", "CONNINFO", o.conninfo, "libpq conninfo string or URI [required]")
           .require("a libpq conninfo or URI"),
       flags::text("--brokers", "HOST:PORT[,...]", o.brokers, "Kafka bootstrap servers [required]")
@@ -165,19 +166,6 @@ flags::Table reconcile_flags(ReconcileOptions& o) {
       flags::on("--repair", o.repair,
                 "publish the missing events, then exit 0 if all were acknowledged")
           .argv_only(),
-      flags::table("--table", m.schema, m.table, "outbox table (default public.outbox)"),
-      flags::topic_template("--topic", m.topic_template,
-                            "topic template over columns (default "
-                            "'outbox.event.${aggregatetype}')"),
-      flags::name("--column-id", m.column_id, "event id column, header \"id\" (default id)"),
-      flags::text("--column-aggregatetype", "NAME", m.column_aggregatetype,
-                  "aggregate type column (default aggregatetype)"),
-      flags::name("--column-aggregateid", m.column_aggregateid,
-                  "aggregate id column, the record key (default aggregateid)"),
-      flags::name("--column-type", m.column_type,
-                  "event type column, header \"type\" (default type)"),
-      flags::name("--column-payload", m.column_payload,
-                  "payload column, the record value (default payload)"),
       flags::duration("--margin", o.margin,
                       "read Kafka from records stamped since - margin (default 1h); records\n"
                       "are stamped with their commit time, at or after the time column\n"
@@ -194,6 +182,16 @@ flags::Table reconcile_flags(ReconcileOptions& o) {
                       "librdkafka property for the consumer and the producer, repeatable"),
       flags::stop("--help", o.help, "this text").also("-h"),
   };
+  // The relay's mapping rows (run's), so that a repaired record is built as the relay builds it.
+  flags::Table mapping =
+      flags::mapping_flags(o.mapper,
+                           "outbox table (default public.outbox); repeatable, as the relay's:\n"
+                           "every table's window is checked, mapped alike");
+  const auto after_repair =
+      std::find_if(table.begin(), table.end(), [](const Flag& f) { return f.name == "--repair"; });
+  table.insert(after_repair + 1, std::make_move_iterator(mapping.begin()),
+               std::make_move_iterator(mapping.end()));
+  return table;
 }
 
 }  // namespace
@@ -201,6 +199,7 @@ flags::Table reconcile_flags(ReconcileOptions& o) {
 ReconcileOptions parse_reconcile(const std::vector<std::string>& args, const Environment& env) {
   ReconcileOptions o;
   flags::parse(args, reconcile_flags(o), env);
+  if (!o.help) flags::check_mapping(o.mapper);
   // The file's properties first: -X overrides them.
   o.properties.insert(o.properties.begin(), o.kafka_config.begin(), o.kafka_config.end());
   if (o.help) return o;
@@ -218,9 +217,16 @@ std::string reconcile_usage() {
 still in the table whose --column-time is in [--since, --until), computes each row's topic with the
 relay's template and columns, reads those topics (from the first record stamped at or after
 since - --margin), matches records to rows by the "id" header and prints every row Kafka lacks
-(id, aggregate id, topic, time) and a summary. With --repair it publishes the missing events with
-the relay's record shape (key, value, headers id and type; idempotent producer, acks=all,
-murmur2_random) in commit order, and waits for every acknowledgement.
+(id, aggregate id, topic, time) and a summary. With --repair it publishes the missing events in
+commit order (idempotent producer, acks=all, murmur2_random) and waits for every acknowledgement.
+Each row goes through the relay's own mapper, fed the row's text as pgoutput sends it: given the
+relay's mapping flags (--table repeated, --topic, --column-*, --require-json,
+--additional-placement, --column-timestamp, --tombstone-on-empty-payload, --format, --ce-source,
+--content-type, --column-traceparent, --column-tracestate; OUTBOX_RELAY_* variables too), a
+repaired record is the relay's in topic, key, value, headers, partition and timestamp. Without
+--column-timestamp the record is stamped with the commit time when track_commit_timestamp is on,
+else with the --column-time value. A row the mapper rejects is listed as unmappable with the
+relay's reason, never repaired. Not supported: events without a table (logical messages).
 Use it after exit code 4 (slot lost), exit code 5 (publication or table refused), a database
 restore, or a move from Debezium. Progress goes to stderr.
 

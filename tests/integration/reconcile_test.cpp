@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -309,6 +310,301 @@ TEST_F(ReconcileIntegration, UnmappableRowsAreReportedNotRepaired) {
   EXPECT_NE(r.out.find("reason=\"column payload is NULL\""), std::string::npos) << r.out;
   EXPECT_EQ(ids_of(lines_of(r.out, "repaired")), good) << r.out;
   EXPECT_EQ(records_in_kafka(), 2);
+}
+
+// ---- Repairs built by the relay's mapper -----------------------------------------------------
+
+// The records of `topics` by their id header, once `count` arrived (60 s at most).
+std::map<std::string, Record> records_by_id(const std::string& brokers,
+                                            const std::vector<std::string>& topics,
+                                            std::size_t count) {
+  KafkaReader reader(brokers, topics);
+  EXPECT_TRUE(reader.read_until(
+      [&](const std::vector<Record>& records) { return records.size() >= count; }, 60s))
+      << reader.records().size() << " of " << count << " records in " << topics.size() << " topics";
+  std::map<std::string, Record> out;
+  for (const Record& r : reader.records()) {
+    const std::string id = r.headers.count("id") ? r.headers.at("id") : "";
+    EXPECT_FALSE(out.count(id)) << "id " << id << " twice";
+    out[id] = r;
+  }
+  return out;
+}
+
+std::string header_text(const Record& r) {
+  std::string out;
+  for (const auto& [name, value] : r.header_list) {
+    out += name + "=" + (value ? "'" + *value + "'" : std::string("NULL")) + " ";
+  }
+  return out;
+}
+
+// The relay's record and the repaired one are the same but for the topic's prefix: key, value
+// (bytes), headers (names, values, order), partition, timestamp (unless `timestamp` is false:
+// the caller checks it).
+void expect_same_record(const Record& relayed, const std::string& relayed_prefix,
+                        const Record& repaired, const std::string& repaired_prefix, bool timestamp,
+                        const std::string& id) {
+  ASSERT_EQ(relayed.topic.rfind(relayed_prefix, 0), 0u) << relayed.topic;
+  ASSERT_EQ(repaired.topic.rfind(repaired_prefix, 0), 0u) << repaired.topic;
+  EXPECT_EQ(relayed.topic.substr(relayed_prefix.size()),
+            repaired.topic.substr(repaired_prefix.size()))
+      << id;
+  EXPECT_EQ(relayed.key, repaired.key) << id;
+  EXPECT_EQ(relayed.value, repaired.value) << id;
+  EXPECT_EQ(relayed.null_value, repaired.null_value) << id;
+  EXPECT_EQ(relayed.header_list, repaired.header_list)
+      << id << "\nrelayed:  " << header_text(relayed) << "\nrepaired: " << header_text(repaired);
+  EXPECT_EQ(relayed.partition, repaired.partition) << id;
+  EXPECT_EQ(relayed.create_time, repaired.create_time) << id;
+  if (timestamp) EXPECT_EQ(relayed.timestamp_ms, repaired.timestamp_ms) << id;
+}
+
+class ReconcileParity : public ReconcileIntegration {
+ protected:
+  // Topic templates: the relay's, and a fresh one for the repair (Kafka "lost" everything).
+  std::string relayed_prefix() const { return "relayed." + suffix_ + "."; }
+  std::string repaired_prefix() const { return "repaired." + suffix_ + "."; }
+  std::vector<std::string> topics_with(const std::string& prefix) const {
+    std::vector<std::string> out;
+    for (const auto& a : aggregatetypes_) out.push_back(prefix + a);
+    return out;
+  }
+  std::string dlq_topic() const { return "outbox.dlq." + suffix_; }
+
+  // A table with the columns the mapping flags read; `payload` is its payload column's type.
+  void create_shaped_table(const std::string& name, const std::string& payload) {
+    pg_->exec("CREATE TABLE " + name +
+              " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,"
+              " aggregateid text, type text, payload " +
+              payload +
+              ", seq int NOT NULL, tenant text, shard int, urgent boolean, occurred_at"
+              " timestamptz, traceparent text, tracestate text,"
+              " created_at timestamptz NOT NULL DEFAULT clock_timestamp())");
+  }
+
+  bool commit_timestamps() {
+    return pg_->query("SHOW track_commit_timestamp").at(0).at(0) == std::optional("on");
+  }
+};
+
+// --additional-placement (headers, including a boolean's 't', and the partition),
+// --column-timestamp, a bytea payload (random bytes, an empty one): the repair sends the very
+// records the relay sent. A NULL payload the relay dead-letters is reported as unmappable, with
+// its id and the relay's reason, and not repaired.
+TEST_F(ReconcileParity, RepairedRecordsAreTheRelays) {
+  pg_->exec("DROP TABLE " + qualified_table());
+  create_shaped_table(qualified_table(), "bytea");
+  for (const auto& prefix : {relayed_prefix(), repaired_prefix()}) {
+    for (const auto& topic : topics_with(prefix))
+      ASSERT_NO_THROW(create_topic(brokers_, topic, 4, 1));
+  }
+  const std::vector<std::string> mapping = {
+      "--additional-placement", "tenant:header,urgent:header:X-Urgent",
+      "--additional-placement", "shard:partition",
+      "--column-timestamp",     "occurred_at"};
+  std::vector<std::string> relay_flags = mapping;
+  relay_flags.insert(relay_flags.end(), {"--topic", relayed_prefix() + "${aggregatetype}",
+                                         "--on-error", "dlq", "--dlq-topic", dlq_topic()});
+  RelayProcess& relay = start_relay(relay_flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+
+  // 24 rows in 4 transactions: NULL and set placements, NULL and set timestamps, random bytes
+  // (NUL, 0xff), an empty payload; then one NULL payload (a mapping error).
+  constexpr int kRows = 24;
+  for (int t = 0; t < 4; ++t) {
+    pg_->query("INSERT INTO " + qualified_table() +
+                   " (aggregatetype, aggregateid, type, payload, seq, tenant, shard, urgent,"
+                   " occurred_at) SELECT (ARRAY['" +
+                   aggregatetypes_[0] + "', '" + aggregatetypes_[1] +
+                   "'])[g % 2 + 1], 'agg-' || (g % 5), 'T' || g,"
+                   " CASE WHEN g % 6 = 5 THEN ''::bytea ELSE"
+                   " decode(md5(g::text) || '00ff' || md5((g * 7)::text), 'hex') END, g,"
+                   " CASE WHEN g % 4 = 0 THEN NULL ELSE 'tenant-' || (g % 3) END,"
+                   " CASE WHEN g % 3 = 0 THEN NULL ELSE g % 4 END,"
+                   " CASE WHEN g % 5 = 0 THEN NULL ELSE g % 2 = 0 END,"
+                   " CASE WHEN g % 2 = 0 THEN NULL ELSE"
+                   " '2025-06-01 12:00:00.123456+02'::timestamptz + g * interval '1 minute' END"
+                   " FROM generate_series($1::int, $2::int) AS g ORDER BY g",
+               {std::to_string(t * 6), std::to_string(t * 6 + 5)});
+  }
+  pg_->exec("INSERT INTO " + qualified_table() +
+            " (aggregatetype, aggregateid, type, payload, seq) VALUES ('" + aggregatetypes_[0] +
+            "', 'agg-bad', 'T', NULL, 99)");
+  const std::string bad =
+      *pg_->query("SELECT id::text FROM " + qualified_table() + " WHERE seq = 99").at(0).at(0);
+  const auto relayed = records_by_id(brokers_, topics_with(relayed_prefix()), kRows);
+  ASSERT_EQ(relayed.size(), static_cast<std::size_t>(kRows));
+  ASSERT_EQ(records_by_id(brokers_, {dlq_topic()}, 1).count(bad), 1u) << "dead-lettered";
+  expect_graceful_stop(relay);
+
+  // Kafka "lost" everything: the repair's topic template points to empty topics.
+  std::vector<std::string> flags = mapping;
+  flags.insert(flags.end(),
+               {"--topic", repaired_prefix() + "${aggregatetype}", "--since", "10m", "--repair"});
+  CommandResult r = reconcile(flags);
+  EXPECT_EQ(r.exit_code, 1) << "an unmappable row keeps the exit code at 1\n" << r.out << r.err;
+  const auto unmappable = lines_of(r.out, "unmappable");
+  ASSERT_EQ(unmappable.size(), 1u) << r.out;
+  EXPECT_EQ(field(unmappable[0], "id"), bad);
+  EXPECT_EQ(field(unmappable[0], "reason"), "column payload is NULL");
+  EXPECT_EQ(lines_of(r.out, "repaired").size(), static_cast<std::size_t>(kRows)) << r.out;
+  const auto summary = lines_of(r.out, "summary");
+  ASSERT_EQ(summary.size(), 1u) << r.out;
+  EXPECT_EQ(field(summary[0], "repaired"), std::to_string(kRows));
+  EXPECT_EQ(field(summary[0], "unmappable"), "1");
+
+  const auto repaired = records_by_id(brokers_, topics_with(repaired_prefix()), kRows);
+  ASSERT_EQ(repaired.size(), static_cast<std::size_t>(kRows));
+  EXPECT_EQ(repaired.count(bad), 0u);
+  // Without a timestamp column value the relay stamps the commit time: the repair has it from
+  // track_commit_timestamp, else it stamps the time column (created_at, before the commit).
+  const bool exact = commit_timestamps();
+  std::map<std::string, std::int64_t> created_ms;
+  for (const auto& row : pg_->query("SELECT id::text, (extract(epoch FROM created_at) * 1000)"
+                                    "::bigint, occurred_at IS NULL FROM " +
+                                    qualified_table())) {
+    if (*row[2] == "t") created_ms[*row[0]] = std::stoll(*row[1]);
+  }
+  int empty_values = 0, null_partitions = 0, null_headers = 0;
+  for (const auto& [id, original] : relayed) {
+    ASSERT_EQ(repaired.count(id), 1u) << id << " not repaired";
+    const Record& copy = repaired.at(id);
+    const bool from_commit = created_ms.count(id) > 0;
+    expect_same_record(original, relayed_prefix(), copy, repaired_prefix(), exact || !from_commit,
+                       id);
+    if (from_commit && !exact) {
+      // created_at is floored to the millisecond as the commit time is; the commit follows it.
+      EXPECT_GE(created_ms.at(id) + 1, copy.timestamp_ms) << id;
+      EXPECT_LE(copy.timestamp_ms, original.timestamp_ms) << id;
+    }
+    empty_values += original.value.empty() && !original.null_value;
+    null_headers += static_cast<int>(original.null_headers.size());
+    null_partitions += original.header_list.size() == 5 && original.partition >= 0;
+  }
+  // The cases the rows were made to cover did occur.
+  EXPECT_EQ(empty_values, 4);
+  EXPECT_GT(null_headers, 0);
+  // Raw bytes, not PostgreSQL's hex text.
+  const Record& sample = relayed.begin()->second;
+  EXPECT_EQ(sample.value.rfind("\\x", 0), std::string::npos) << sample.value;
+
+  // And the repair is complete: nothing missing in the repaired topics.
+  std::vector<std::string> again_flags = mapping;
+  again_flags.insert(again_flags.end(),
+                     {"--topic", repaired_prefix() + "${aggregatetype}", "--since", "10m"});
+  CommandResult again = reconcile(again_flags);
+  EXPECT_TRUE(lines_of(again.out, "missing").empty()) << again.out;
+  const auto again_summary = lines_of(again.out, "summary");
+  ASSERT_EQ(again_summary.size(), 1u) << again.out << again.err;
+  EXPECT_EQ(field(again_summary[0], "missing"), "0");
+}
+
+// --format cloudevents (ce_* headers, content-type by the bytea column, --ce-source) with
+// --column-traceparent/--column-tracestate (an invalid traceparent left out, as the relay does)
+// over two outbox tables (--table twice, as the relay was run): the same records again, and
+// the flags read from OUTBOX_RELAY_* variables as the relay's are.
+TEST_F(ReconcileParity, CloudEventsAndTraceContextOverTwoTables) {
+  const std::string second = "public.outbox_rec2_" + suffix_;
+  extra_tables_.push_back(second);
+  pg_->exec("DROP TABLE " + qualified_table());
+  create_shaped_table(qualified_table(), "jsonb");
+  create_shaped_table(second, "bytea");
+  const std::vector<std::string> mapping = {"--format",
+                                            "cloudevents",
+                                            "--ce-source",
+                                            "/shop/${aggregatetype}",
+                                            "--column-traceparent",
+                                            "traceparent",
+                                            "--column-tracestate",
+                                            "tracestate",
+                                            "--column-timestamp",
+                                            "occurred_at",
+                                            "--additional-placement",
+                                            "tenant:header"};
+  std::vector<std::string> relay_flags = mapping;
+  relay_flags.insert(relay_flags.end(),
+                     {"--table", second, "--topic", relayed_prefix() + "${aggregatetype}"});
+  RelayProcess& relay = start_relay(relay_flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+
+  constexpr int kPerTable = 8;
+  const std::string valid = "'00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'";
+  for (const auto& [table, payload] : std::vector<std::pair<std::string, std::string>>{
+           {qualified_table(), "jsonb_build_object('seq', g)"},
+           {second, "decode(md5(g::text) || '00', 'hex')"}}) {
+    pg_->query("INSERT INTO " + table +
+                   " (aggregatetype, aggregateid, type, payload, seq, tenant, occurred_at,"
+                   " traceparent, tracestate) SELECT (ARRAY['" +
+                   aggregatetypes_[0] + "', '" + aggregatetypes_[1] +
+                   "'])[g % 2 + 1], CASE WHEN g % 4 = 3 THEN NULL ELSE 'agg-' || (g % 3) END,"
+                   " 'Created', " +
+                   payload +
+                   ", g, 'tenant-' || g,"
+                   " '2025-06-01 12:00:00.654321+00'::timestamptz + g * interval '1 second',"
+                   " CASE g % 3 WHEN 0 THEN NULL WHEN 1 THEN " +
+                   valid +
+                   " ELSE 'not-a-traceparent' END,"
+                   " CASE WHEN g % 3 = 0 THEN NULL ELSE 'vendor=v' || g END"
+                   " FROM generate_series(1, $1::int) AS g ORDER BY g",
+               {std::to_string(kPerTable)});
+  }
+  const auto relayed = records_by_id(brokers_, topics_with(relayed_prefix()), 2 * kPerTable);
+  ASSERT_EQ(relayed.size(), static_cast<std::size_t>(2 * kPerTable));
+  expect_graceful_stop(relay);
+
+  // The mapping flags from the environment this time, as a deployment's environment file
+  // gives them to run and reconcile alike (--additional-placement is argv only, as for run).
+  std::vector<std::string> args = {"reconcile",
+                                   "--pg",
+                                   conninfo_,
+                                   "--brokers",
+                                   brokers_,
+                                   "--table",
+                                   qualified_table(),
+                                   "--table",
+                                   second,
+                                   "--column-time",
+                                   "created_at",
+                                   "--timeout",
+                                   "30s",
+                                   "--topic",
+                                   repaired_prefix() + "${aggregatetype}",
+                                   "--since",
+                                   "10m",
+                                   "--repair",
+                                   "--additional-placement",
+                                   "tenant:header"};
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"OUTBOX_RELAY_FORMAT", "cloudevents"},
+      {"OUTBOX_RELAY_CE_SOURCE", "/shop/${aggregatetype}"},
+      {"OUTBOX_RELAY_COLUMN_TRACEPARENT", "traceparent"},
+      {"OUTBOX_RELAY_COLUMN_TRACESTATE", "tracestate"},
+      {"OUTBOX_RELAY_COLUMN_TIMESTAMP", "occurred_at"}};
+  for (const auto& [name, value] : env) ASSERT_EQ(::setenv(name.c_str(), value.c_str(), 1), 0);
+  CommandResult r;
+  {
+    ScopeGuard unset([&] {
+      for (const auto& [name, value] : env) ::unsetenv(name.c_str());
+    });
+    r = run_to_end(relay_bin_, args, log_path("reconcile_env_out"), log_path("reconcile_env_err"),
+                   120s);
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(lines_of(r.out, "repaired").size(), static_cast<std::size_t>(2 * kPerTable)) << r.out;
+  const auto repaired = records_by_id(brokers_, topics_with(repaired_prefix()), 2 * kPerTable);
+  ASSERT_EQ(repaired.size(), static_cast<std::size_t>(2 * kPerTable));
+  int traced = 0, octets = 0;
+  for (const auto& [id, original] : relayed) {
+    ASSERT_EQ(repaired.count(id), 1u) << id << " not repaired";
+    expect_same_record(original, relayed_prefix(), repaired.at(id), repaired_prefix(), true, id);
+    traced += original.headers.count("traceparent") > 0;
+    octets += original.headers.count("content-type") > 0 &&
+              original.headers.at("content-type") == "application/octet-stream";
+    EXPECT_EQ(original.headers.count("ce_specversion"), 1u) << id;
+  }
+  EXPECT_EQ(traced, 2 * 3);  // g = 1, 4, 7 in each table
+  EXPECT_EQ(octets, kPerTable);
 }
 
 }  // namespace

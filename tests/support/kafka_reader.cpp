@@ -154,6 +154,10 @@ void KafkaReader::poll_once(std::chrono::milliseconds timeout) {
            ++i) {
         record.headers[name] =
             value != nullptr ? std::string(static_cast<const char*>(value), size) : std::string();
+        record.header_list.emplace_back(name, value != nullptr
+                                                  ? std::optional<std::string>(std::string(
+                                                        static_cast<const char*>(value), size))
+                                                  : std::nullopt);
         if (value == nullptr) {
           record.null_headers.insert(name);
         } else {

@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <variant>
+
 #include "outbox/app/options.hpp"
+#include "outbox/mapping/mapper.hpp"
 
 namespace outbox::app {
 namespace {
@@ -253,45 +257,69 @@ ReconcileOptions options_with_template(std::string tmpl) {
   return o;
 }
 
-TEST(Queries, ScanTheWindowAndOrderByCommit) {
-  const std::vector<std::string> columns = {"id",   "aggregatetype", "aggregateid",
-                                            "type", "payload",       "created_at"};
-  const ReconcileOptions o = options_with_template("outbox.event.${aggregatetype}");
-  const ReconcileQueries q = reconcile_queries(o, columns, true, false);
-  EXPECT_EQ(q.scan,
-            "SELECT t.\"id\"::text, t.\"payload\" IS NULL, t.\"aggregateid\"::text, "
-            "t.\"created_at\"::text, t.\"aggregatetype\"::text FROM \"public\".\"outbox\" AS t "
-            "WHERE t.\"created_at\" >= $1::timestamptz AND t.\"created_at\" < $2::timestamptz");
-  EXPECT_NE(q.ordered.find("t.\"payload\"::text"), std::string::npos);
-  EXPECT_NE(q.ordered.find(" ORDER BY t.\"created_at\", pg_catalog.age(t.xmin) DESC, t.ctid"),
-            std::string::npos)
-      << q.ordered;
-  EXPECT_EQ(q.ordered.find("pg_xact_commit_timestamp"), std::string::npos);
-
-  const ReconcileQueries c = reconcile_queries(o, columns, false, true);
-  EXPECT_NE(c.ordered.find(" ORDER BY pg_catalog.pg_xact_commit_timestamp(t.xmin) NULLS FIRST, "
-                           "t.\"created_at\", pg_catalog.age(t.xmin) DESC, t.ctid"),
-            std::string::npos)
-      << c.ordered;
-  EXPECT_EQ(c.ordered.find("t.\"payload\"::text"), std::string::npos);  // not needed to list
+ReconcileTable outbox_table(std::vector<std::string> columns, std::string table = "outbox") {
+  ReconcileTable t{"public", std::move(table), 16384, std::move(columns), {}};
+  t.type_oids.assign(t.columns.size(), 25);  // text
+  return t;
 }
 
-TEST(Queries, OptionalAndRequiredColumns) {
-  // No type and no aggregateid column: the relay sends no type header and a null key.
+const std::vector<std::string> kColumns = {"id",   "aggregatetype", "aggregateid",
+                                           "type", "payload",       "created_at"};
+
+TEST(Queries, ScanTheWindowAndOrderByCommit) {
   const ReconcileOptions o = options_with_template("outbox.event.${aggregatetype}");
-  const ReconcileQueries q =
-      reconcile_queries(o, {"id", "aggregatetype", "payload", "created_at"}, true, false);
-  EXPECT_NE(q.ordered.find("SELECT t.\"id\"::text, NULL::text, NULL::text, t.\"payload\"::text"),
-            std::string::npos)
+  const ReconcileQueries q = reconcile_queries(o, {outbox_table(kColumns)}, false);
+  ASSERT_EQ(q.scans.size(), 1u);
+  // Every column, uncast: text results are the output functions' text, as pgoutput's.
+  EXPECT_EQ(q.scans[0],
+            "SELECT t.\"created_at\"::text, t.\"id\", t.\"aggregatetype\", t.\"aggregateid\", "
+            "t.\"type\", t.\"payload\", t.\"created_at\" FROM \"public\".\"outbox\" AS t "
+            "WHERE t.\"created_at\" >= $1::timestamptz AND t.\"created_at\" < $2::timestamptz");
+  EXPECT_NE(q.ordered.find("pg_catalog.format('%s', t.\"payload\")"), std::string::npos)
       << q.ordered;
+  EXPECT_NE(q.ordered.find(") AS r ORDER BY r.at, r.age DESC, r.tbl, r.pos"), std::string::npos)
+      << q.ordered;
+  EXPECT_EQ(q.ordered.find("pg_xact_commit_timestamp"), std::string::npos);
+  EXPECT_EQ(q.ordered.find("UNION ALL"), std::string::npos);
+
+  const ReconcileQueries c = reconcile_queries(o, {outbox_table(kColumns)}, true);
+  EXPECT_NE(c.ordered.find(" ORDER BY r.commit_at NULLS FIRST, r.at, r.age DESC, r.tbl, r.pos"),
+            std::string::npos)
+      << c.ordered;
+  // The record time: the commit time, else the time column, in microseconds.
+  EXPECT_NE(c.ordered.find("(extract(epoch FROM COALESCE(pg_catalog.pg_xact_commit_timestamp("
+                           "t.xmin), t.\"created_at\"::timestamptz)) * 1000000)::bigint"),
+            std::string::npos)
+      << c.ordered;
+}
+
+TEST(Queries, SeveralTablesInOneCommitOrder) {
+  const ReconcileOptions o = options_with_template("outbox.event.${aggregatetype}");
+  std::vector<std::string> wider = kColumns;
+  wider.push_back("tenant");
+  const ReconcileQueries q =
+      reconcile_queries(o, {outbox_table(wider), outbox_table(kColumns, "second")}, false);
+  ASSERT_EQ(q.scans.size(), 2u);
+  EXPECT_NE(q.scans[1].find("FROM \"public\".\"second\" AS t"), std::string::npos);
+  const auto union_at = q.ordered.find(" UNION ALL SELECT 1 AS tbl, ");
+  ASSERT_NE(union_at, std::string::npos) << q.ordered;
+  EXPECT_EQ(q.ordered.rfind("SELECT * FROM (SELECT 0 AS tbl, ", 0), 0u) << q.ordered;
+  // The narrower table is padded to the widest one's column count.
+  EXPECT_NE(q.ordered.find(", NULL::text FROM \"public\".\"second\""), std::string::npos)
+      << q.ordered;
+}
+
+TEST(Queries, RequiredColumns) {
   auto error = [&](const std::vector<std::string>& columns, const std::string& tmpl) {
     try {
-      reconcile_queries(options_with_template(tmpl), columns, false, false);
+      reconcile_queries(options_with_template(tmpl), {outbox_table(columns)}, false);
     } catch (const std::runtime_error& e) {
       return std::string(e.what());
     }
     return std::string("no error");
   };
+  EXPECT_EQ(error({"id", "aggregatetype", "payload", "created_at"}, "t.${aggregatetype}"),
+            "no error");  // no type and no aggregateid column: the relay has no header, no key
   EXPECT_EQ(error({"aggregatetype", "payload", "created_at"}, "t.${aggregatetype}"),
             "table public.outbox has no column id (--column-id)");
   EXPECT_EQ(error({"id", "aggregatetype", "created_at"}, "t.${aggregatetype}"),
@@ -304,11 +332,142 @@ TEST(Queries, OptionalAndRequiredColumns) {
 
 TEST(Queries, IdentifiersAreQuoted) {
   ReconcileOptions o = options_with_template("t.${we\"ird}");
-  o.mapper.table = "My Table";
-  const ReconcileQueries q =
-      reconcile_queries(o, {"id", "we\"ird", "payload", "created_at"}, false, false);
-  EXPECT_NE(q.scan.find("FROM \"public\".\"My Table\" AS t"), std::string::npos) << q.scan;
-  EXPECT_NE(q.scan.find("t.\"we\"\"ird\"::text"), std::string::npos) << q.scan;
+  ReconcileTable t = outbox_table({"id", "we\"ird", "payload", "created_at"}, "My Table");
+  const ReconcileQueries q = reconcile_queries(o, {t}, false);
+  EXPECT_NE(q.scans[0].find("FROM \"public\".\"My Table\" AS t"), std::string::npos) << q.scans[0];
+  EXPECT_NE(q.scans[0].find("t.\"we\"\"ird\""), std::string::npos) << q.scans[0];
+}
+
+// A row read back from the table, as pgoutput's text would give it, maps through the relay's
+// Mapper to the relay's record: placements (a boolean's 't'), partition, timestamp column, bytea
+// payload from its hex text, CloudEvents attributes and trace context.
+TEST(Rows, MapAsTheRelayMapsThem) {
+  const CommandLine cl = parse_command_line(with(
+      {"--additional-placement", "urgent:header:X-Urgent,shard:partition", "--column-timestamp",
+       "occurred_at", "--format", "cloudevents", "--column-traceparent", "tp"}));
+  const ReconcileOptions& o = cl.reconcile;
+  ReconcileTable t{"public",
+                   "outbox",
+                   16385,
+                   {"id", "aggregatetype", "aggregateid", "type", "payload", "urgent", "shard",
+                    "occurred_at", "tp", "created_at"},
+                   {2950, 25, 25, 25, 17, 16, 23, 1184, 25, 1184}};
+  mapping::Mapper mapper(o.mapper);
+  mapper.on_relation(relation_of(t), true);
+  const std::vector<std::optional<std::string>> row = {
+      "0b6c2b3e-4c43-4f1e-9d1e-3f3b4a1c2d5e",
+      "Order",
+      "agg-1",
+      "Created",
+      "\\x00ff41",
+      "t",
+      "3",
+      "2021-03-04 05:06:07.891234+00",
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+      "2021-03-04 05:06:07+00"};
+  const mapping::MapResult r = mapper.map_insert(insert_of(t, row), 1'700'000'000'000'000);
+  const auto* ev = std::get_if<mapping::Event>(&r);
+  ASSERT_NE(ev, nullptr);
+  EXPECT_EQ(ev->topic, "outbox.event.Order");
+  EXPECT_EQ(ev->key, std::optional<std::string_view>("agg-1"));
+  EXPECT_EQ(ev->value, std::optional<std::string_view>(std::string_view("\x00\xff"
+                                                                        "A",
+                                                                        3)));
+  EXPECT_EQ(ev->partition, std::optional<std::int32_t>(3));
+  EXPECT_EQ(ev->timestamp_ms, std::optional<std::int64_t>(1'614'834'367'891));
+  std::vector<std::string> names;
+  for (const auto& h : ev->headers) names.emplace_back(h.name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"ce_specversion", "ce_id", "ce_source", "ce_type", "ce_time",
+                                      "ce_subject", "content-type", "traceparent", "X-Urgent"}));
+  EXPECT_EQ(ev->headers.back().value, std::optional<std::string_view>("t"));
+
+  // A NULL payload is the relay's mapping error, with the row's id.
+  std::vector<std::optional<std::string>> bad = row;
+  bad[4] = std::nullopt;
+  const mapping::MapResult e = mapper.map_insert(insert_of(t, bad), 0);
+  const auto* err = std::get_if<mapping::MapError>(&e);
+  ASSERT_NE(err, nullptr);
+  EXPECT_EQ(err->id, "0b6c2b3e-4c43-4f1e-9d1e-3f3b4a1c2d5e");
+  EXPECT_EQ(err->column, "payload");
+}
+
+TEST(ReconcileFlags, TheRelaysMappingFlags) {
+  const CommandLine cl = parse_command_line(with({"--table",
+                                                  "a.one",
+                                                  "--table",
+                                                  "two",
+                                                  "--additional-placement",
+                                                  "tenant:header",
+                                                  "--column-timestamp",
+                                                  "occurred_at",
+                                                  "--tombstone-on-empty-payload",
+                                                  "--require-json",
+                                                  "--format",
+                                                  "cloudevents",
+                                                  "--ce-source",
+                                                  "/s/${aggregatetype}",
+                                                  "--content-type",
+                                                  "application/x-protobuf",
+                                                  "--column-traceparent",
+                                                  "tp",
+                                                  "--column-tracestate",
+                                                  "ts"}));
+  const auto& m = cl.reconcile.mapper;
+  EXPECT_EQ(m.schema, "a");
+  EXPECT_EQ(m.table, "one");
+  EXPECT_EQ(m.more_tables, (std::vector<std::pair<std::string, std::string>>{{"public", "two"}}));
+  ASSERT_EQ(m.additional_placements.size(), 1u);
+  EXPECT_EQ(m.additional_placements[0].alias, "tenant");
+  EXPECT_EQ(m.column_timestamp, "occurred_at");
+  EXPECT_TRUE(m.tombstone_on_empty_payload);
+  EXPECT_TRUE(m.require_json);
+  EXPECT_EQ(m.format, mapping::Format::kCloudEvents);
+  EXPECT_EQ(m.ce_source, "/s/${aggregatetype}");
+  EXPECT_EQ(m.content_type, "application/x-protobuf");
+  EXPECT_EQ(m.column_traceparent, "tp");
+  EXPECT_EQ(m.column_tracestate, "ts");
+  // The same checks as run's.
+  EXPECT_EQ(error_of(with({"--ce-source", "/x"})), "--ce-source: needs --format cloudevents");
+  EXPECT_EQ(error_of(with({"--column-tracestate", "ts"})).rfind("--column-tracestate: needs", 0),
+            0u);
+  EXPECT_EQ(error_of(with({"--table", "t", "--table", "t"})),
+            "--table: table public.t given twice");
+  EXPECT_EQ(error_of(with({"--format", "json"})).rfind("--format: unknown format 'json'", 0), 0u);
+}
+
+TEST(ReconcileFlags, MappingFlagsFromTheEnvironmentAsRuns) {
+  const std::map<std::string, std::string> vars = {
+      {"OUTBOX_RELAY_FORMAT", "cloudevents"},
+      {"OUTBOX_RELAY_COLUMN_TIMESTAMP", "occurred_at"},
+      {"OUTBOX_RELAY_TOMBSTONE_ON_EMPTY_PAYLOAD", "true"},
+      {"OUTBOX_RELAY_TABLE", "app.events"},
+      {"OUTBOX_RELAY_ADDITIONAL_PLACEMENT", "tenant:header"}};  // argv only, as for run
+  const Environment env = [vars](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+  const auto m = parse_command_line(with({"--column-timestamp", "cli_at"}), env).reconcile.mapper;
+  EXPECT_EQ(m.format, mapping::Format::kCloudEvents);
+  EXPECT_EQ(m.column_timestamp, "cli_at");  // the command line wins
+  EXPECT_TRUE(m.tombstone_on_empty_payload);
+  EXPECT_EQ(m.table, "events");
+  EXPECT_TRUE(m.additional_placements.empty());
+  const auto run = parse_command_line({"--pg", "x", "--brokers", "k:1"}, env).run.relay.mapper;
+  EXPECT_EQ(run.format, m.format);
+  EXPECT_EQ(run.table, m.table);
+  EXPECT_TRUE(run.additional_placements.empty());
+}
+
+TEST(ReconcileFlags, HelpListsTheMappingFlags) {
+  const std::string help = usage(Command::kReconcile);
+  for (const char* flag :
+       {"--additional-placement", "--column-timestamp", "--tombstone-on-empty-payload", "--format",
+        "--ce-source", "--content-type", "--column-traceparent", "--column-tracestate",
+        "--require-json"}) {
+    EXPECT_NE(help.find(flag), std::string::npos) << flag;
+  }
 }
 
 TEST(Output, FieldValues) {

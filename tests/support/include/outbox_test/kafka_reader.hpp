@@ -27,6 +27,8 @@ struct Record {
   bool null_value = false;                     // a tombstone: value is empty
   std::map<std::string, std::string> headers;  // last value of each header name
   std::set<std::string> null_headers;          // names whose last header has no value
+  // Every header in the record's order (a header without value: nullopt).
+  std::vector<std::pair<std::string, std::optional<std::string>>> header_list;
   std::int64_t timestamp_ms = -1;
   bool create_time = false;  // timestamp type is CreateTime (set by the producer)
 };

@@ -14,11 +14,13 @@
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "outbox/app/reconcile_options.hpp"
+#include "outbox/pgoutput/messages.hpp"
 
 namespace outbox::app {
 
@@ -62,18 +64,41 @@ class EventIdSet {
 std::vector<std::string> missing_ids(const std::vector<std::string>& window,
                                      const std::vector<std::string>& seen);
 
-// The SQL of the two table scans, for a table whose columns are `columns` (pure, for tests).
-// Throws std::runtime_error naming a required column the table lacks.
+// One outbox table as the catalog describes it: what pgoutput's Relation message would say.
+struct ReconcileTable {
+  std::string schema;
+  std::string table;
+  std::uint32_t relid = 0;
+  std::vector<std::string> columns;  // attnum order, dropped columns left out
+  std::vector<std::uint32_t> type_oids;
+};
+
+// The relation as pgoutput announces it; views into `table`, which must outlive it.
+pgoutput::Relation relation_of(const ReconcileTable& table);
+
+// The Insert pgoutput would send for a row whose columns, in `table`'s order, are `values`
+// (PostgreSQL's text output of each; NULL as nullopt). Views into `values`.
+pgoutput::Insert insert_of(const ReconcileTable& table,
+                           std::span<const std::optional<std::string>> values);
+
+// The SQL of the table scans (pure, for tests). Columns come back in text form, each type's
+// output function as pgoutput uses it (not a cast to text, which differs for boolean and inet),
+// with bytea in hex (the session sets bytea_output). Throws std::runtime_error naming a table
+// and a required column it lacks (id, payload, the time column, the topic template's).
 struct ReconcileQueries {
-  // id, payload IS NULL, aggregateid, time as text, then the template's columns; unordered.
+  // One per table, unordered: the time column as text, then every column of the table.
   // $1, $2: the window's bounds.
-  std::string scan;
-  // id, aggregateid, type, payload (NULL without `with_payload`), time as text, record
-  // timestamp in ms, then the template's columns; in commit order (see the .cpp).
+  std::vector<std::string> scans;
+  // Every table's rows in commit order (see the .cpp): table index, commit time, time, age,
+  // ctid (the sort keys), the record time in microseconds (the commit time with
+  // track_commit_timestamp, else the time column), the time column as text, then the table's
+  // columns (format('%s'), the output function; padded with NULLs to the widest table).
   std::string ordered;
 };
+inline constexpr std::size_t kOrderedTable = 0, kOrderedStampUs = 5, kOrderedTime = 6,
+                             kOrderedColumns = 7;
 ReconcileQueries reconcile_queries(const ReconcileOptions& options,
-                                   const std::vector<std::string>& columns, bool with_payload,
+                                   const std::vector<ReconcileTable>& tables,
                                    bool commit_timestamps);
 
 // `value` as a field of a key=value line: bare when it has no space, quote, backslash or '=';
