@@ -521,7 +521,11 @@ int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& er
     std::size_t topics_read = 0, topics_absent = 0;
     if (!rows_per_topic.empty()) {
       kafka::Consumer consumer(kafka::ConsumerConfig{o.brokers, o.properties});
-      const std::int64_t from_ms = std::max<std::int64_t>(0, since_us / 1000 - o.margin.count());
+      // With --column-timestamp the records carry the column's time, which may be anything (an
+      // event's business time, long past): only the topics' beginning is safe to read from.
+      const std::int64_t from_ms =
+          m.column_timestamp.empty() ? std::max<std::int64_t>(0, since_us / 1000 - o.margin.count())
+                                     : 0;
       std::vector<kafka::PartitionRange> ranges;
       std::uint64_t planned = 0;
       for (const auto& [topic, count] : rows_per_topic) {
