@@ -610,6 +610,20 @@ TEST_F(ReconcileParity, CloudEventsAndTraceContextOverTwoTables) {
   }
   EXPECT_EQ(traced, 2 * 3);  // g = 1, 4, 7 in each table
   EXPECT_EQ(octets, kPerTable);
+  // One commit order over both tables: each aggregate's events (the same keys are in both
+  // tables) in the relay's order.
+  const auto order = [](const std::map<std::string, Record>& records, std::size_t prefix) {
+    std::map<std::pair<std::string, std::string>, std::map<std::int64_t, std::string>> out;
+    for (const auto& [id, r] : records) {
+      if (r.key) out[{r.topic.substr(prefix), *r.key}][r.offset] = id;
+    }
+    std::map<std::pair<std::string, std::string>, std::vector<std::string>> ids;
+    for (const auto& [aggregate, by_offset] : out) {
+      for (const auto& [offset, id] : by_offset) ids[aggregate].push_back(id);
+    }
+    return ids;
+  };
+  EXPECT_EQ(order(relayed, relayed_prefix().size()), order(repaired, repaired_prefix().size()));
 }
 
 // --tombstone-on-empty-payload: a NULL or blank payload is repaired as the relay sent it, the
