@@ -169,7 +169,8 @@ flags::Table reconcile_flags(ReconcileOptions& o) {
       flags::duration("--margin", o.margin,
                       "read Kafka from records stamped since - margin (default 1h); records\n"
                       "are stamped with their commit time, at or after the time column\n"
-                      "when it is set by the database clock in the inserting transaction"),
+                      "when it is set by the database clock in the inserting transaction;\n"
+                      "with --column-timestamp the topics are read from their beginning"),
       flags::duration("--timeout", o.timeout,
                       "longest wait for Kafka without progress (default 60s)",
                       {std::chrono::milliseconds(1), flags::Below::kPositive})
