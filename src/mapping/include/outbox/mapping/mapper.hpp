@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "outbox/mapping/envelope.hpp"
 #include "outbox/mapping/topic_template.hpp"
 #include "outbox/pgoutput/lsn.hpp"
 #include "outbox/pgoutput/messages.hpp"
@@ -52,6 +53,10 @@ struct MapperConfig {
   bool tombstone_on_empty_payload = false;
   // Further outbox tables (schema, table), mapped the same way: --table given more than once.
   std::vector<std::pair<std::string, std::string>> more_tables;
+  // --messages: transactional logical decoding messages with this prefix are events too, their
+  // content an envelope (envelope.hpp); empty: none. An empty `table` then means messages only.
+  std::string message_prefix;
+  MessageFormat message_format = MessageFormat::kAuto;
 };
 
 // A header from an additional placement.
@@ -98,6 +103,13 @@ struct NotOutbox {
 
 using MapResult = std::variant<Event, MapError, NotOutbox>;
 
+// A logical message with another prefix than --messages (other software uses messages too).
+struct OtherPrefix {
+  std::string_view prefix;
+};
+
+using MessageMapResult = std::variant<Event, MapError, OtherPrefix>;
+
 class Mapper {
  public:
   // Throws std::invalid_argument on an invalid topic template.
@@ -117,6 +129,12 @@ class Mapper {
   // Maps an insert. A relid never announced by a Relation message is a MapError (protocol
   // violation). The topic is rendered from the template into scratch storage.
   MapResult map_insert(const pgoutput::Insert& insert);
+
+  // Maps a logical message with the configured prefix from its envelope: topic from the
+  // template over the envelope's fields, key the aggregate id, value the payload, headers the
+  // envelope's. A non-transactional message with the prefix, or content that is no envelope, is
+  // a MapError whose payload is the raw content. Views valid until the next call.
+  MessageMapResult map_message(const pgoutput::LogicalMessage& message);
 
   // "schema.table" of a relation announced by a Relation message; empty when never announced.
   std::string_view relation_name(std::uint32_t relid) const;
@@ -153,6 +171,13 @@ class Mapper {
 
   MapperConfig config_;
   TopicTemplate topic_;
+  // Messages: the envelope field of each topic template reference (see map_message()).
+  enum class EnvelopeField : std::uint8_t { kId, kAggregateType, kAggregateId, kType };
+  std::vector<EnvelopeField> message_topic_fields_;
+  EnvelopeReader envelope_reader_;
+  Envelope envelope_;
+  std::vector<ExtraHeader> message_headers_;
+  std::string message_source_;  // "logical messages with prefix 'P'"
   std::unordered_map<std::uint32_t, CachedRelation> relations_;
   std::string topic_scratch_;
   std::vector<std::string_view> topic_values_;
