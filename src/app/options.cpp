@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "flags.hpp"
+#include "outbox/mapping/mapper.hpp"
 #include "outbox/mapping/topic_template.hpp"
 
 namespace outbox::app {
@@ -509,6 +510,15 @@ Flag pg_flag(std::string& target, std::string help = "libpq conninfo string or U
 
 Flag help_flag(bool& target) { return flags::stop("--help", target, "this text").also("-h"); }
 
+// The row, noting in `given` that it was given.
+Flag noting(Flag row, bool& given) {
+  row.apply = [&given, apply = std::move(row.apply)](const std::string& f, const std::string& v) {
+    given = true;
+    apply(f, v);
+  };
+  return row;
+}
+
 Table run_flags(Options& o) {
   auto& r = o.relay;
   auto& m = r.mapper;
@@ -520,9 +530,21 @@ Table run_flags(Options& o) {
           .require("HOST:PORT[,...]"),
       flags::name("--slot", r.slot, "logical replication slot (default outbox_relay)"),
       flags::name("--publication", r.publication, "publication (default outbox_relay)"),
-      flags::tables("--table", m.schema, m.table, m.more_tables,
-                    "outbox table (default public.outbox); repeatable: the tables' events\n"
-                    "are relayed in one commit order through one slot, mapped alike"),
+      noting(flags::tables("--table", m.schema, m.table, m.more_tables,
+                           "outbox table (default public.outbox; none with --messages alone);\n"
+                           "repeatable: the tables' events are relayed in one commit order\n"
+                           "through one slot, mapped alike"),
+             o.table_given),
+      flags::name("--messages", m.message_prefix,
+                  "also relay transactional logical decoding messages with this prefix\n"
+                  "(pg_logical_emit_message(true, PREFIX, envelope), PostgreSQL 14+);\n"
+                  "without --table, only them (default: none)"),
+      flags::choice("--message-format", "auto|json|protobuf", m.message_format, "format",
+                    {{"auto", mapping::MessageFormat::kAuto},
+                     {"json", mapping::MessageFormat::kJson},
+                     {"protobuf", mapping::MessageFormat::kProtobuf}},
+                    "envelope of --messages: protobuf outbox.v1.Event, a JSON object, or auto\n"
+                    "(JSON when the content starts with '{', else protobuf; the default)"),
       flags::topic_template("--topic", m.topic_template,
                             "topic template over columns (default "
                             "'outbox.event.${aggregatetype}')"),
@@ -640,8 +662,14 @@ Table setup_flags(SetupOptions& o) {
       pg_flag(o.conninfo),
       flags::name("--slot", o.slot, "logical replication slot (default outbox_relay)"),
       flags::name("--publication", o.publication, "publication (default outbox_relay)"),
-      flags::table("--table", o.schema, o.table, "outbox table (default public.outbox)"),
+      noting(flags::table("--table", o.schema, o.table,
+                          "outbox table (default public.outbox; none with --messages alone)"),
+             o.table_given),
       flags::on("--create-table", o.create_table, "create the outbox table if it does not exist"),
+      flags::name("--messages", o.message_prefix,
+                  "install outbox.emit(), which emits messages with this prefix for\n"
+                  "`outbox-relay --messages PREFIX`; without --table no table is needed\n"
+                  "and the publication is created empty"),
       help_flag(o.help),
   };
 }
@@ -854,6 +882,16 @@ exit codes: 0 done (also when nothing was prunable), 1 refused or error, 2 bad f
 
 Options parse_options(const std::vector<std::string>& args, const Environment& env) {
   Options o = parse_with(run_flags, args, env);
+  auto& m = o.relay.mapper;
+  if (!m.message_prefix.empty()) {
+    if (!o.table_given) m.table.clear();  // messages only
+    try {
+      mapping::Mapper check(m);
+      (void)check;
+    } catch (const std::invalid_argument& e) {
+      throw flags::rejected("--topic", e.what());
+    }
+  }
   // The file's properties first: -X overrides them.
   auto& p = o.relay.producer.properties;
   p.insert(p.begin(), o.kafka_config.begin(), o.kafka_config.end());

@@ -172,6 +172,7 @@ class Pipeline {
   Step on_message(const pgoutput::Delete& d, const pgoutput::XLogData&);
   Step on_message(const pgoutput::Truncate& t, const pgoutput::XLogData&);
   Step on_message(const pgoutput::Insert& ins, const pgoutput::XLogData& x);
+  Step on_message(const pgoutput::LogicalMessage& m, const pgoutput::XLogData& x);
   template <typename M>
   Step on_message(const M&, const pgoutput::XLogData&) {
     // Published only with a user-made publication or unused pgoutput features: nothing to relay.
@@ -179,13 +180,20 @@ class Pipeline {
   }
 
   Step produce_insert(const pgoutput::Insert& ins, const pgoutput::XLogData& x);
+  Step produce_message(const pgoutput::LogicalMessage& m);
+  // A non-transactional message with the prefix: a mapping error, in a transaction of its own.
+  Step message_outside_transaction(const pgoutput::LogicalMessage& m);
+  Step map_error(const mapping::MapError& err);
+  // A mapped event (an insert's or a message's) to its topic. `message`: the source is a message.
+  Step produce_event(const mapping::Event& ev, bool message);
+  void count_other_prefix(std::string_view prefix);
   void count_skip(std::uint32_t relid, Skip skip, std::string_view table);
   Step poison_in_stream(const Poison& p);
   kafka::ProduceStatus dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn);
   void park(std::optional<std::string_view> key);
   bool is_parked(std::optional<std::string_view> key) const;
   std::string describe(const Poison& p, Lsn lsn) const;
-  std::string table_name() const;
+  std::string table_name() const;  // every source: the tables, and the messages when relayed
   void fail(Fatal f);
 
   struct StringHash {
@@ -230,8 +238,11 @@ class Pipeline {
     std::size_t inserts;
   };
   std::optional<Cut> cut_;
-  std::size_t inserts_in_txn_ = 0;  // inserts of the open transaction handled so far
-  std::size_t skip_inserts_ = 0;    // first inserts of the open transaction already acknowledged
+  // Inserts and logical messages (both are changes pgoutput sends again in the same order)
+  // of the open transaction handled so far, and the first of them already acknowledged.
+  std::size_t inserts_in_txn_ = 0;
+  std::size_t skip_inserts_ = 0;
+  std::unordered_set<std::string, StringHash, std::equal_to<>> logged_prefixes_;
   bool skip_acknowledged_ = false;  // this session continues the history of the last
   bool skipping_txn_ = false;       // the open transaction was acknowledged in full
   // Exactly-once (see kafka_committed()).
@@ -250,7 +261,8 @@ class Pipeline {
   pgoutput::Message msg_;
   pgoutput::Message insert_msg_;
   pgoutput::DecodeError decode_error_;
-  std::vector<kafka::Header> headers_;  // id, type, then the header placements: sized once
+  // id, type, then the header placements: sized once; grows for a message with more headers.
+  std::vector<kafka::Header> headers_;
 };
 
 }  // namespace outbox::relay
