@@ -510,6 +510,12 @@ Flag pg_flag(std::string& target, std::string help = "libpq conninfo string or U
 
 Flag help_flag(bool& target) { return flags::stop("--help", target, "this text").also("-h"); }
 
+// A non-empty name (flags::name) shown with another metavar.
+Flag named(Flag row, std::string metavar) {
+  row.metavar = std::move(metavar);
+  return row;
+}
+
 // The row, noting in `given` that it was given.
 Flag noting(Flag row, bool& given) {
   row.apply = [&given, apply = std::move(row.apply)](const std::string& f, const std::string& v) {
@@ -535,10 +541,11 @@ Table run_flags(Options& o) {
                            "repeatable: the tables' events are relayed in one commit order\n"
                            "through one slot, mapped alike"),
              o.table_given),
-      flags::name("--messages", m.message_prefix,
-                  "also relay transactional logical decoding messages with this prefix\n"
-                  "(pg_logical_emit_message(true, PREFIX, envelope), PostgreSQL 14+);\n"
-                  "without --table, only them (default: none)"),
+      named(flags::name("--messages", m.message_prefix,
+                        "also relay transactional logical decoding messages with this prefix\n"
+                        "(pg_logical_emit_message(true, PREFIX, envelope), PostgreSQL 14+);\n"
+                        "without --table, only them (default: none)"),
+            "PREFIX"),
       flags::choice("--message-format", "auto|json|protobuf", m.message_format, "format",
                     {{"auto", mapping::MessageFormat::kAuto},
                      {"json", mapping::MessageFormat::kJson},
@@ -666,10 +673,11 @@ Table setup_flags(SetupOptions& o) {
                           "outbox table (default public.outbox; none with --messages alone)"),
              o.table_given),
       flags::on("--create-table", o.create_table, "create the outbox table if it does not exist"),
-      flags::name("--messages", o.message_prefix,
-                  "install outbox.emit(), which emits messages with this prefix for\n"
-                  "`outbox-relay --messages PREFIX`; without --table no table is needed\n"
-                  "and the publication is created empty"),
+      named(flags::name("--messages", o.message_prefix,
+                        "install outbox.emit(), which emits messages with this prefix for\n"
+                        "`outbox-relay --messages PREFIX`; without --table no table is needed\n"
+                        "and the publication is created empty"),
+            "PREFIX"),
       help_flag(o.help),
   };
 }
