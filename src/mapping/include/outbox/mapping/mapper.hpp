@@ -1,4 +1,5 @@
-// Maps decoded pgoutput inserts on the outbox table to Kafka-ready events, with the defaults of
+// Maps decoded pgoutput inserts on the outbox table, and logical messages with the --messages
+// prefix (their content an envelope, envelope.hpp), to Kafka-ready events, with the defaults of
 // Debezium's outbox event router. Owns the relation cache (keyed by relid, replaced on every
 // Relation message). Single-threaded: one Mapper per stream, used from the stream's thread.
 #pragma once
