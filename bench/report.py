@@ -27,6 +27,8 @@ WORKLOAD = {
     "W1": "200,000 one-event transactions, 200-byte payloads",
     "W2": "200 transactions x 1,000 events, 200-byte payloads",
     "W3": "50,000 one-event transactions, 4 KiB payloads",
+    "W1B": "W1 with a bytea payload (200 random bytes; hex on the wire, raw bytes to Kafka)",
+    "W1T": "W1 spread over four outbox tables (one slot, --table x4)",
 }
 
 
@@ -41,12 +43,46 @@ def fnum(x, nd=0):
     return f"{x:,.{nd}f}"
 
 
+def ratio_cross(table, wl_a, wl_b, consumer, key="events_per_s"):
+    """One consumer's figure on workload wl_a over the same on wl_b."""
+    x = table.get(wl_a, {}).get(consumer, {}).get(key)
+    y = table.get(wl_b, {}).get(consumer, {}).get(key)
+    return x / y if x and y else None
+
+
+def read_latency(path, metrics):
+    """One latency run's key=value line, plus the relay's histograms from its /metrics text."""
+    if not path or not os.path.exists(path):
+        return None
+    kv = dict(p.split("=", 1) for p in open(path).read().split() if "=" in p)
+    latency = {k: (float(v) if v.replace(".", "", 1).isdigit() else v) for k, v in kv.items()}
+    latency["method"] = "commit timestamp (Kafka record time) to consumption by a librdkafka consumer: an upper bound of commit-to-ack"
+    if metrics and os.path.exists(metrics):
+        # Prometheus histograms: quantiles as bucket bounds. commit_to_ack per event,
+        # commit_to_read per transaction (the part spent before Kafka).
+        for hist, key in (("commit_to_ack", "ack"), ("commit_to_read", "read"), ("kafka_commit", "kafka_commit")):
+            buckets = []
+            for line in open(metrics):
+                if line.startswith(f"outbox_relay_{hist}_seconds_bucket{{"):
+                    le = line.split('le="', 1)[1].split('"', 1)[0]
+                    buckets.append((float("inf") if le == "+Inf" else float(le), float(line.split()[-1])))
+            if buckets and buckets[-1][1] > 0:
+                total = buckets[-1][1]
+                q = lambda p: next(le for le, c in buckets if c >= p * total) * 1000
+                latency[f"{key}_histogram_p50_ms_le"] = q(0.5)
+                latency[f"{key}_histogram_p99_ms_le"] = q(0.99)
+                latency[f"{key}_histogram_count"] = total
+    return latency
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", required=True)
     ap.add_argument("--latency")
     ap.add_argument("--micro")
     ap.add_argument("--metrics", help="the relay's /metrics text after the latency run")
+    ap.add_argument("--latency-eos", help="the latency run with --delivery exactly-once")
+    ap.add_argument("--metrics-eos", help="the relay's /metrics text after the exactly-once latency run")
     ap.add_argument("--versions")
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--run-id", required=True)
@@ -114,6 +150,11 @@ def main():
             "relay_msg_over_relay": ratio(wl, "relay_msg", "relay"),
             "drain_over_decoder": ratio(wl, "drain", "decoder"),
         }
+        if wl in ("W1B", "W1T"):
+            # The shape against the same transactions on the default path, in the same run.
+            x, y = relay.get("events_per_s"), table.get("W1", {}).get("relay", {}).get("events_per_s")
+            r["relay_over_relay_w1"] = x / y if x and y else None
+            r["recvlogical_over_recvlogical_w1"] = ratio_cross(table, wl, "W1", "recvlogical")
         if dbz.get("steady_events_per_s") and relay.get("events_per_s"):
             r["relay_over_debezium_steady"] = relay["events_per_s"] / dbz["steady_events_per_s"]
         if dbz.get("cpu_s_per_million_events") and relay.get("cpu_s_per_million_events"):
@@ -132,29 +173,18 @@ def main():
             chk("CPU per event relay / Debezium", r.get("relay_cpu_over_debezium_cpu"), "<=", 1 / 3)
         chk("relay peak RSS MiB", relay.get("peak_rss_mib_max"), "<=", 50)
 
-    latency = None
-    if a.latency and os.path.exists(a.latency):
-        kv = dict(p.split("=", 1) for p in open(a.latency).read().split() if "=" in p)
-        latency = {k: (float(v) if v.replace(".", "", 1).isdigit() else v) for k, v in kv.items()}
-        latency["method"] = "commit timestamp (Kafka record time) to consumption by a librdkafka consumer: an upper bound of commit-to-ack"
-        if a.metrics and os.path.exists(a.metrics):
-            # Prometheus histograms: quantiles as bucket bounds. commit_to_ack per event,
-            # commit_to_read per transaction (the part spent before Kafka).
-            for hist, key in (("commit_to_ack", "ack"), ("commit_to_read", "read")):
-                buckets = []
-                for line in open(a.metrics):
-                    if line.startswith(f"outbox_relay_{hist}_seconds_bucket{{"):
-                        le = line.split('le="', 1)[1].split('"', 1)[0]
-                        buckets.append((float("inf") if le == "+Inf" else float(le), float(line.split()[-1])))
-                if buckets and buckets[-1][1] > 0:
-                    total = buckets[-1][1]
-                    q = lambda p: next(le for le, c in buckets if c >= p * total) * 1000
-                    latency[f"{key}_histogram_p50_ms_le"] = q(0.5)
-                    latency[f"{key}_histogram_p99_ms_le"] = q(0.99)
-                    latency[f"{key}_histogram_count"] = total
+    latency = read_latency(a.latency, a.metrics)
+    if latency:
         targets.append({"workload": "latency", "target": "p99 commit-to-consume ms (upper bound of commit-to-ack)",
                         "value": latency.get("p99_ms"), "bound": "<= 20",
                         "met": latency.get("p99_ms") is not None and latency["p99_ms"] <= 20})
+    latency_eos = read_latency(a.latency_eos, a.metrics_eos)
+    if latency_eos:
+        latency_eos["method"] = ("commit timestamp (Kafka record time) to consumption by a read_committed "
+                                 "librdkafka consumer: commit to visible")
+        targets.append({"workload": "latency (exactly-once)", "target": "p99 commit-to-visible ms, read_committed",
+                        "value": latency_eos.get("p99_ms"), "bound": "<= 50",
+                        "met": latency_eos.get("p99_ms") is not None and latency_eos["p99_ms"] <= 50})
 
     micro = None
     if a.micro and os.path.exists(a.micro):
@@ -174,7 +204,7 @@ def main():
 
     doc = {"run_id": a.run_id, "quick": a.quick, "cores": os.cpu_count(), "versions": versions,
            "workloads": {w: WORKLOAD.get(w, w) for w in table}, "results": table, "ratios": ratios,
-           "latency": latency, "micro": micro, "targets": targets}
+           "latency": latency, "latency_exactly_once": latency_eos, "micro": micro, "targets": targets}
 
     md = []
     md.append(f"### Benchmark {a.run_id}{' (quick smoke run: tiny workloads, not representative)' if a.quick else ''}\n")
@@ -214,6 +244,9 @@ def main():
             parts.append(f"exactly-once/at-least-once **{fnum(r['relay_eos_over_relay'], 2)}**")
         if r.get("relay_msg_over_relay"):
             parts.append(f"messages/table **{fnum(r['relay_msg_over_relay'], 2)}**")
+        if r.get("relay_over_relay_w1"):
+            parts.append(f"relay on {wl}/relay on W1 **{fnum(r['relay_over_relay_w1'], 2)}** "
+                         f"(pg_recvlogical on {wl}/on W1 {fnum(r.get('recvlogical_over_recvlogical_w1'), 2)})")
         if r.get("relay_over_debezium"):
             parts.append(f"relay/Debezium **{fnum(r['relay_over_debezium'], 1)}** "
                          f"(vs its first-to-last rate {fnum(r.get('relay_over_debezium_steady'), 1)}), "
@@ -232,6 +265,15 @@ def main():
                   (f" Kafka alone at the same rate (bench_tool produce-latency, same producer settings, produce to "
                    f"delivery report): p50 {latency['kafka_alone_p50_ms']} ms, p99 {latency['kafka_alone_p99_ms']} ms, "
                    f"max {latency['kafka_alone_max_ms']} ms." if isinstance(latency.get("kafka_alone_p99_ms"), float) else "") + "\n")
+    if latency_eos:
+        le = latency_eos
+        md.append(f"\n**Latency, exactly-once** (--delivery exactly-once) at {fnum(le.get('rate'))} events/s for "
+                  f"{fnum(le.get('seconds'))} s (achieved {fnum(le.get('achieved'))}/s, {fnum(le.get('events'))} events), "
+                  f"commit time to visible to a read_committed consumer: p50 {le.get('p50_ms')} ms, p99 {le.get('p99_ms')} ms, "
+                  f"max {le.get('max_ms')} ms; relay CPU {le.get('cpu_s')} s." +
+                  (f" Kafka commit (commit_transaction round trip, /metrics): p50 <= {le['kafka_commit_histogram_p50_ms_le']:g} ms, "
+                   f"p99 <= {le['kafka_commit_histogram_p99_ms_le']:g} ms over {fnum(le['kafka_commit_histogram_count'])} commits."
+                   if "kafka_commit_histogram_p99_ms_le" in le else "") + "\n")
     if micro:
         md.append("\n**Micro-benchmark** (decode + map per event, bench_decode_map): " +
                   "; ".join(f"{m['name']}: {m['ns_per_event']:.1f} ns/event, {m['allocs_per_event']} allocations/event" for m in micro) + "\n")

@@ -10,9 +10,10 @@
 #   bench/run.sh --quick    smoke run for CI (< 1 min): tiny workloads, 1 repetition, no
 #                           Debezium, 5 s latency run; results in .local/bench/. Fails when a
 #                           consumer fails.
-# Options: --reps N, --workloads "W1 W2 W3", --no-debezium, --no-latency, --no-micro,
+# Options: --reps N, --workloads "W1 W2 W3 W1B W1T", --no-debezium, --no-latency, --no-micro,
 #          --no-messages (no relay_msg row: the same workload emitted as logical decoding
 #          messages, relayed with --messages, on a load of its own after the others).
+#          W1B and W1T are W1 with a bytea payload and over four outbox tables (relay only).
 # Environment: OUTBOX_RELAY_BIN (default: build-bench/outbox-relay, built here in Release),
 #              OUTBOX_BENCH_SETTLE (seconds to let the server settle after a load, default 5),
 #              OUTBOX_BENCH_RELAY_ARGS (extra relay flags, e.g. "--read-pause 0", for comparisons),
@@ -43,7 +44,7 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 
 QUICK=0
 REPS=3
-WORKLOADS="W1 W2 W3"
+WORKLOADS="W1 W2 W3 W1B W1T"
 DEBEZIUM=1
 LATENCY=1
 MICRO=1
@@ -64,16 +65,21 @@ while [ $# -gt 0 ]; do
 done
 
 # Workload: transactions, events per transaction, payload bytes.
-declare -A WL_TXN=([W1]=200000 [W2]=200 [W3]=50000)
-declare -A WL_PER=([W1]=1 [W2]=1000 [W3]=1)
-declare -A WL_BYTES=([W1]=200 [W2]=200 [W3]=4096)
+declare -A WL_TXN=([W1]=200000 [W2]=200 [W3]=50000 [W1B]=200000 [W1T]=200000)
+declare -A WL_PER=([W1]=1 [W2]=1000 [W3]=1 [W1B]=1 [W1T]=1)
+declare -A WL_BYTES=([W1]=200 [W2]=200 [W3]=4096 [W1B]=200 [W1T]=200)
+# The shapes beside W1 (same transactions, same sizes): W1B a bytea payload (random bytes, NUL
+# included; pgoutput sends them as hex text, the relay decodes), W1T the events spread over four
+# outbox tables (one publication, one slot, --table four times). The relay and the references
+# only: Debezium and the relay's other modes run on W1-W3.
+declare -A WL_SHAPE=([W1]=default [W2]=default [W3]=default [W1B]=bytea [W1T]=tables)
 LAT_RATE=5000
 LAT_SECONDS=60
 SETTLE="${OUTBOX_BENCH_SETTLE:-5}"
 TIMEOUT=900
 if [ "$QUICK" = 1 ]; then
-  WL_TXN=([W1]=2000 [W2]=4 [W3]=500)
-  WL_PER=([W1]=1 [W2]=500 [W3]=1)
+  WL_TXN=([W1]=2000 [W2]=4 [W3]=500 [W1B]=2000 [W1T]=2000)
+  WL_PER=([W1]=1 [W2]=500 [W3]=1 [W1B]=1 [W1T]=1)
   REPS=1
   DEBEZIUM="${OUTBOX_BENCH_DEBEZIUM:-0}"
   MICRO=0
@@ -83,7 +89,7 @@ if [ "$QUICK" = 1 ]; then
   TIMEOUT=60
 fi
 for wl in $WORKLOADS; do
-  [ -n "${WL_TXN[$wl]:-}" ] || die "unknown workload $wl (W1, W2 or W3)"
+  [ -n "${WL_TXN[$wl]:-}" ] || die "unknown workload $wl (W1, W2, W3, W1B or W1T)"
 done
 
 RUN_ID="$(date -u +%Y%m%dT%H%M%SZ)"
@@ -158,6 +164,7 @@ else
 fi
 # Exactly-once beside at-least-once, when the relay has it.
 RELAY_EXTRA=()
+RELAY_TABLES=(--table public.bench_outbox)
 if grep -q -- '--delivery' <<<"$relay_help"; then
   CONSUMERS+=(relay_eos)
 else
@@ -173,9 +180,10 @@ fi
 # sets END to the last commit's end LSN.
 prepare_rep() {
   local wl=$1 rep=$2 ntxn=$3 per=$4 bytes=$5
-  local c topics t0
+  local c topics t0 shape=${WL_SHAPE[$1]}
   drop_bench_slots
   psql_q -f "$REPO/bench/load/schema.sql" 2>/dev/null >/dev/null
+  [ "$shape" = default ] || psql_q -v shape="$shape" -f "$REPO/bench/load/shapes.sql" >/dev/null
   for c in "${CONSUMERS[@]}" probe; do
     psql_q -c "SELECT pg_create_logical_replication_slot('bench_$c', 'pgoutput')" >/dev/null
   done
@@ -196,7 +204,7 @@ prepare_rep() {
                      'proto_version', '1', 'publication_names', 'bench_pub')")
   psql_q -c "SELECT pg_drop_replication_slot('bench_probe')" >/dev/null
   [ -n "$END" ] || die "the probe slot decoded nothing: the load did not reach the WAL"
-  psql_q -c "CHECKPOINT" -c "VACUUM ANALYZE public.bench_outbox"
+  psql_q -c "CHECKPOINT" -c "VACUUM ANALYZE"
 }
 
 # prepare_msg_rep WL REP NTXN PER BYTES: the same workload as logical decoding messages
@@ -225,19 +233,26 @@ FAILED=0
 for wl in $WORKLOADS; do
   ntxn=${WL_TXN[$wl]} per=${WL_PER[$wl]} bytes=${WL_BYTES[$wl]}
   n=$((ntxn * per))
+  RELAY_TABLES=(--table public.bench_outbox)
+  wl_consumers=("${CONSUMERS[@]}")
+  if [ "${WL_SHAPE[$wl]}" != default ]; then
+    wl_consumers=(decoder recvlogical drain relay)
+    [ "${WL_SHAPE[$wl]}" = tables ] && RELAY_TABLES+=(--table public.bench_outbox_2
+      --table public.bench_outbox_3 --table public.bench_outbox_4)
+  fi
   for rep in $(seq 1 "$REPS"); do
     log "== $wl rep $rep: $ntxn transactions x $per events, $bytes-byte payloads"
     prepare_rep "$wl" "$rep" "$ntxn" "$per" "$bytes"
     sleep "$SETTLE"
     # Rotate the order of the consumers across repetitions.
-    k=$(((rep - 1) % ${#CONSUMERS[@]}))
-    order=("${CONSUMERS[@]:k}" "${CONSUMERS[@]:0:k}")
+    k=$(((rep - 1) % ${#wl_consumers[@]}))
+    order=("${wl_consumers[@]:k}" "${wl_consumers[@]:0:k}")
     for c in "${order[@]}"; do
       log "   $c"
       "run_$c" "$wl" "$rep" "bench_$c" "$n" "$bytes" "$END" || { FAILED=1; log "FAILED: $c $wl"; }
       sleep 1
     done
-    if [ "$MESSAGES" = 1 ]; then
+    if [ "$MESSAGES" = 1 ] && [ "${WL_SHAPE[$wl]}" = default ]; then
       log "   relay_msg (the same workload as logical decoding messages)"
       prepare_msg_rep "$wl" "$rep" "$ntxn" "$per" "$bytes"
       sleep "$SETTLE"
@@ -250,13 +265,20 @@ drop_bench_slots
 
 # ---- latency run: paced inserts while the relay runs ---------------------------------------
 LAT="$WORK/latency.txt"
+LAT_EOS="$WORK/latency.eos.txt"
 if [ "$LATENCY" = 1 ]; then
   log "== latency: $LAT_RATE events/s for $LAT_SECONDS s"
   # The throughput runs leave hundreds of MB of dirty pages (Kafka's logs, the WAL); written back
   # during the run they stall the broker's appends. Flush them first, then let things settle.
   sync
   sleep "$SETTLE"
+  RELAY_TABLES=(--table public.bench_outbox)
   run_latency "$LAT_RATE" "$LAT_SECONDS" "$LAT" || FAILED=1
+  if [[ " ${CONSUMERS[*]} " == *" relay_eos "* ]]; then
+    sync
+    sleep "$SETTLE"
+    run_latency "$LAT_RATE" "$LAT_SECONDS" "$LAT_EOS" exactly-once || FAILED=1
+  fi
 fi
 
 # ---- micro-benchmark ---------------------------------------------------------------------------
@@ -288,7 +310,7 @@ versions="$WORK/versions.txt"
   echo "kernel=$(uname -r)"
 } >"$versions"
 python3 "$REPO/bench/report.py" --runs "$RUNS" --latency "$LAT" --micro "$WORK/micro.json" \
-  --metrics "$WORK/latency.metrics" \
+  --metrics "$WORK/latency.metrics" --latency-eos "$LAT_EOS" --metrics-eos "$WORK/latency.eos.metrics" \
   --versions "$versions" --out-dir "$out_dir" --run-id "$RUN_ID" "${quick_flag[@]}"
 [ "$FAILED" = 0 ] || die "some consumers failed (see above; work directory $WORK)"
 log "done: results in $out_dir"

@@ -10,7 +10,7 @@
 # non-zero on failure. Its files go to $WORK/WORKLOAD.REP.CONSUMER/.
 # Latency: run_latency RATE SECONDS OUT (the relay under paced inserts; one key=value line in OUT).
 #
-# Globals from the driver: WORK, RUN_ID, PG, BROKERS, RELAY, RELAY_ARGS (array),
+# Globals from the driver: WORK, RUN_ID, PG, BROKERS, RELAY, RELAY_ARGS and RELAY_TABLES (arrays),
 # RELAY_HAS_METRICS, TOOL, TIMEOUT, DBZ_LIBS, REPO; for relay_tls SASL_BROKERS and
 # SASL_CONFIG (a --kafka-config file).
 
@@ -23,7 +23,7 @@
 start_relay() {
   local d=$1 slot=$2 topic=$3 brokers=${4:-$BROKERS} kafka_config=${5:-}
   local argv=("$RELAY" --pg "$PG" --brokers "$brokers" --slot "$slot" --publication bench_pub
-    --table public.bench_outbox --topic "$topic.\${aggregatetype}" --no-create
+    "${RELAY_TABLES[@]}" --topic "$topic.\${aggregatetype}" --no-create
     --status-interval 200ms --log-level warn)
   RELAY_METRICS_URL=""
   if [ "$RELAY_HAS_METRICS" = 1 ]; then
@@ -212,22 +212,28 @@ run_debezium() {
     "$(secs "$first" "$last")"
 }
 
-# run_latency RATE SECONDS OUT: paced one-event transactions (bench_tool load-paced) while the
-# relay runs, commit time to consumption (bench_tool latency), then Kafka alone at the same rate
-# (bench_tool produce-latency, no PostgreSQL, no relay: the floor). Writes one key=value line to
-# OUT and the relay's /metrics to $WORK/latency.metrics; files in $WORK/latency/. Returns
-# non-zero when a part failed (what it measured is still written).
+# run_latency RATE SECONDS OUT [MODE]: paced one-event transactions (bench_tool load-paced) while
+# the relay runs, commit time to consumption (bench_tool latency, read_committed), then Kafka alone
+# at the same rate (bench_tool produce-latency, no PostgreSQL, no relay: the floor). MODE is
+# at-least-once (default) or exactly-once (--delivery exactly-once: commit to visible to a
+# read_committed consumer; no Kafka-alone run). Writes one key=value line to OUT and the relay's
+# /metrics to $WORK/latency[.MODE].metrics; files in $WORK/latency[.MODE]/. Returns non-zero when
+# a part failed (what it measured is still written).
 run_latency() {
-  local rate=$1 seconds=$2 out=$3
-  local d="$WORK/latency" topic="bench.$RUN_ID.latency" ktopic="bench.$RUN_ID.kafka-alone"
+  local rate=$1 seconds=$2 out=$3 mode=${4:-at-least-once}
+  local sfx="" slot=bench_latency
+  [ "$mode" = exactly-once ] && { sfx=".eos"; slot=bench_latency_eos; }
+  local d="$WORK/latency$sfx" topic="bench.$RUN_ID.latency$sfx" ktopic="bench.$RUN_ID.kafka-alone"
   local nlat=$((rate * seconds)) failed=0
   local rpid cpid lat_cpu lat_rss lat_n lat_p50 lat_p99 lat_max lat_rate k_p50 k_p99 k_max
   mkdir -p "$d"
   psql_q -f "$REPO/bench/load/schema.sql" 2>/dev/null >/dev/null || { log "latency: schema failed"; return 1; }
-  psql_q -c "SELECT pg_create_logical_replication_slot('bench_latency', 'pgoutput')" >/dev/null ||
+  psql_q -c "SELECT pg_create_logical_replication_slot('$slot', 'pgoutput')" >/dev/null ||
     { log "latency: could not create the slot"; return 1; }
   "$TOOL" create-topics --brokers "$BROKERS" --topics "$topic.order" || return 1
-  start_relay "$d" bench_latency "$topic"
+  [ "$mode" = exactly-once ] && RELAY_EXTRA=(--delivery exactly-once --transactional-id "bench.$RUN_ID.latency")
+  start_relay "$d" "$slot" "$topic"
+  RELAY_EXTRA=()
   rpid=$RELAY_PID
   "$TOOL" latency --brokers "$BROKERS" --topic "$topic.order" --count "$nlat" \
     --timeout-s $((seconds + 60)) >"$d/consumer" &
@@ -250,20 +256,22 @@ run_latency() {
   lat_rss=$(rss_kb "$rpid" 2>/dev/null || echo "")
   kill -0 "$rpid" 2>/dev/null || { failed=1; log "FAILED: relay died during the latency run"; }
   stop_pid "$rpid" INT
-  psql_q -c "SELECT pg_drop_replication_slot('bench_latency')" >/dev/null || true
+  psql_q -c "SELECT pg_drop_replication_slot('$slot')" >/dev/null || true
   read -r lat_n lat_p50 lat_p99 lat_max <"$d/consumer" || true
   read -r _ lat_rate <"$d/loader" || true
-  "$TOOL" create-topics --brokers "$BROKERS" --topics "$ktopic" || failed=1
-  if ! "$TOOL" produce-latency --brokers "$BROKERS" --topic "$ktopic" --rate "$rate" \
-    --seconds "$seconds" >"$d/kafka-alone" 2>"$d/kafka-alone.err"; then
-    failed=1
-    log "FAILED: produce-latency (Kafka alone)"
+  if [ "$mode" = at-least-once ]; then
+    "$TOOL" create-topics --brokers "$BROKERS" --topics "$ktopic" || failed=1
+    if ! "$TOOL" produce-latency --brokers "$BROKERS" --topic "$ktopic" --rate "$rate" \
+      --seconds "$seconds" >"$d/kafka-alone" 2>"$d/kafka-alone.err"; then
+      failed=1
+      log "FAILED: produce-latency (Kafka alone)"
+    fi
+    read -r _ k_p50 k_p99 k_max <"$d/kafka-alone" || true
   fi
-  read -r _ k_p50 k_p99 k_max <"$d/kafka-alone" || true
-  printf 'rate=%s achieved=%s seconds=%s events=%s p50_ms=%s p99_ms=%s max_ms=%s cpu_s=%s rss_kb=%s kafka_alone_p50_ms=%s kafka_alone_p99_ms=%s kafka_alone_max_ms=%s\n' \
-    "$rate" "${lat_rate:-}" "$seconds" "${lat_n:-}" "${lat_p50:-}" "${lat_p99:-}" \
+  printf 'mode=%s rate=%s achieved=%s seconds=%s events=%s p50_ms=%s p99_ms=%s max_ms=%s cpu_s=%s rss_kb=%s kafka_alone_p50_ms=%s kafka_alone_p99_ms=%s kafka_alone_max_ms=%s\n' \
+    "$mode" "$rate" "${lat_rate:-}" "$seconds" "${lat_n:-}" "${lat_p50:-}" "${lat_p99:-}" \
     "${lat_max:-}" "$lat_cpu" "$lat_rss" "${k_p50:-}" "${k_p99:-}" "${k_max:-}" >"$out"
-  [ -f "$d/metrics" ] && cp "$d/metrics" "$WORK/latency.metrics"
-  log "latency: $(cat "$out")"
+  [ -f "$d/metrics" ] && cp "$d/metrics" "$WORK/latency$sfx.metrics"
+  log "latency ($mode): $(cat "$out")"
   [ "$failed" = 0 ]
 }

@@ -113,11 +113,13 @@ std::vector<std::byte> insert_frame(std::size_t payload_bytes, int shape = 0) {
   return m.b;
 }
 
-void run_decode_map(benchmark::State& state, int shape) {
+void run_decode_map(benchmark::State& state, int shape, ob::Format format = ob::Format::kDebezium) {
   // Shape 1: a bytea payload column (hex decoded by the mapper); 2: its bytes as they are.
   const auto rel = relation_message(shape == 1 ? 17 : shape == 2 ? 25 : 3802);
   const auto frame = insert_frame(static_cast<std::size_t>(state.range(0)), shape);
-  ob::Mapper mapper{ob::MapperConfig{}};
+  ob::MapperConfig config;
+  config.format = format;
+  ob::Mapper mapper{config};
   pgoutput::Message msg;
   pgoutput::DecodeError err;
   if (pgoutput::decode_into(rel, msg, err) != nullptr) {
@@ -129,7 +131,7 @@ void run_decode_map(benchmark::State& state, int shape) {
     auto cr = pgoutput::decode_copy_message(frame);
     auto& x = std::get<pgoutput::XLogData>(std::get<pgoutput::CopyMessage>(cr));
     if (pgoutput::decode_into(x.payload, msg, err) != nullptr) std::abort();
-    auto mapped = mapper.map_insert(std::get<pgoutput::Insert>(msg));
+    auto mapped = mapper.map_insert(std::get<pgoutput::Insert>(msg), 1'796'104'523'123'456);
     auto& ev = std::get<ob::Event>(mapped);
     benchmark::DoNotOptimize(ev.topic.data());
     benchmark::DoNotOptimize(ev.value);
@@ -145,6 +147,12 @@ void run_decode_map(benchmark::State& state, int shape) {
 }
 void BM_DecodeMap(benchmark::State& state) { run_decode_map(state, 0); }
 BENCHMARK(BM_DecodeMap)->Arg(200)->Arg(4096);
+
+// --format cloudevents: the ce_* headers too (the source rendered, the time formatted).
+void BM_DecodeMapCloudEvents(benchmark::State& state) {
+  run_decode_map(state, 0, ob::Format::kCloudEvents);
+}
+BENCHMARK(BM_DecodeMapCloudEvents)->Arg(200)->Arg(4096);
 
 // A bytea payload of N bytes: pgoutput's text mode sends 2N+2 characters, the mapper decodes them.
 void BM_DecodeMapByteaHex(benchmark::State& state) { run_decode_map(state, 1); }

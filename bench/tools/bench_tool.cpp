@@ -10,8 +10,9 @@
 //   create-topics --brokers B --topics T1,T2,... [--partitions P]
 //       Creates the topics (P partitions, default 3, replication 1); existing ones are fine.
 //   latency --brokers B --topic T --count N [--timeout-s S] [--dump FILE]
-//       Consumes the topic from the beginning; for each record, latency = receive time minus the
-//       record timestamp (the relay stamps records with the transaction's commit time).
+//       Consumes the topic from the beginning (read_committed); for each record, latency = receive
+//       time minus the record timestamp (the relay stamps records with the transaction's commit
+//       time).
 //       Prints "<count> <p50_ms> <p99_ms> <max_ms>"; --dump writes "<commit_ms> <latency_ms>"
 //       per record, in the order received, to see when the slow ones were committed.
 //   produce-latency --brokers B --topic T --rate R --seconds S [--delay-ms D]
@@ -265,6 +266,7 @@ int latency(const std::map<std::string, std::string>& f) {
       RD_KAFKA_CONSUMER, need(f, "brokers"),
       {{"group.id", "bench-latency"},
        {"enable.auto.commit", "false"},
+       {"isolation.level", "read_committed"},  // exactly-once: commit to visible
        {"fetch.wait.max.ms", "500"},  // fetch.min.bytes=1: returns as soon as data is there
        {"fetch.error.backoff.ms", "5"},
        {"allow.auto.create.topics", "true"}});

@@ -585,6 +585,40 @@ Table run_flags(Options& o) {
       flags::on("--tombstone-on-empty-payload", m.tombstone_on_empty_payload,
                 "a NULL (or empty) payload gives a tombstone: the key and a null value\n"
                 "(default: a NULL payload is a mapping error)"),
+      flags::choice("--format", "debezium|cloudevents", m.format, "format",
+                    {{"debezium", mapping::Format::kDebezium},
+                     {"cloudevents", mapping::Format::kCloudEvents}},
+                    "record layout: debezium (default; Debezium's outbox event router), or\n"
+                    "cloudevents (CloudEvents 1.0, Kafka binary mode: ce_* headers and\n"
+                    "content-type beside id and type, the payload as the value)"),
+      flags::topic_template(
+          "--ce-source", m.ce_source,
+          "ce_source of --format cloudevents, a template over columns as --topic\n"
+          "(default '/outbox/${aggregatetype}', the --column-aggregatetype)"),
+      {"--content-type", "MEDIA-TYPE",
+       "content-type header of --format cloudevents (default application/json,\n"
+       "or application/octet-stream for a bytea payload column)",
+       [&m](const std::string& flag, const std::string& v) {
+         // TYPE/SUBTYPE without blanks, then parameters; printable ASCII only (a header value).
+         const auto slash = v.find('/');
+         const auto end = std::min(v.find(';'), v.size());
+         bool ok = slash != std::string::npos && slash > 0 && slash + 1 < end;
+         for (std::size_t i = 0; i < v.size(); ++i) {
+           const auto c = static_cast<unsigned char>(v[i]);
+           ok = ok && c >= (i < end ? 0x21 : 0x20) && c <= 0x7e;
+         }
+         if (!ok) {
+           throw flags::invalid(flag, "media type", v,
+                                "expected TYPE/SUBTYPE[;PARAMETER], e.g. application/x-protobuf");
+         }
+         m.content_type = v;
+       }},
+      flags::text("--column-traceparent", "NAME", m.column_traceparent,
+                  "column sent as W3C header traceparent (NULL: none; an invalid value is\n"
+                  "not sent and counted in outbox_relay_invalid_traceparent_total)"),
+      flags::text("--column-tracestate", "NAME", m.column_tracestate,
+                  "column sent as header tracestate with a valid traceparent (NULL or\n"
+                  "empty: none); needs --column-traceparent"),
       flags::property("-X", r.producer.properties,
                       "librdkafka producer property, repeatable (e.g. -X linger.ms=10)"),
       flags::duration("--status-interval", r.status_interval,
@@ -891,13 +925,35 @@ exit codes: 0 done (also when nothing was prunable), 1 refused or error, 2 bad f
 Options parse_options(const std::vector<std::string>& args, const Environment& env) {
   Options o = parse_with(run_flags, args, env);
   auto& m = o.relay.mapper;
-  if (!m.message_prefix.empty()) {
-    if (!o.table_given) m.table.clear();  // messages only
-    try {
-      mapping::Mapper check(m);
-      (void)check;
-    } catch (const std::invalid_argument& e) {
-      throw flags::rejected("--topic", e.what());
+  if (!o.help && !o.version) {
+    // A transactional producer that never initialises its transactions refuses every record.
+    if (!o.relay.producer.transactional_id.empty() &&
+        o.relay.delivery != relay::DeliveryMode::kExactlyOnce) {
+      throw flags::rejected("--transactional-id", "needs --delivery exactly-once");
+    }
+    if (m.format != mapping::Format::kCloudEvents) {
+      if (!m.ce_source.empty()) throw flags::rejected("--ce-source", "needs --format cloudevents");
+      if (!m.content_type.empty()) {
+        throw flags::rejected("--content-type", "needs --format cloudevents");
+      }
+    }
+    if (!m.column_tracestate.empty() && m.column_traceparent.empty()) {
+      throw flags::rejected("--column-tracestate",
+                            "needs --column-traceparent (a tracestate is read only with its "
+                            "traceparent)");
+    }
+    if (!m.message_prefix.empty()) {
+      // The envelope has no CloudEvents attributes to map yet: one format for every event.
+      if (m.format == mapping::Format::kCloudEvents) {
+        throw flags::rejected("--messages", "is not supported with --format cloudevents yet");
+      }
+      if (!o.table_given) m.table.clear();  // messages only
+      try {
+        mapping::Mapper check(m);
+        (void)check;
+      } catch (const std::invalid_argument& e) {
+        throw flags::rejected("--topic", e.what());
+      }
     }
   }
   // The file's properties first: -X overrides them.

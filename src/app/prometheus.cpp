@@ -202,6 +202,10 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
            "Events sent to the dead-letter topic because an earlier event of their aggregate was "
            "(--on-error dlq keeps each aggregate in order).",
            m.parked_events);
+  w.single("outbox_relay_invalid_traceparent_total", "counter",
+           "Events whose --column-traceparent value is no valid W3C traceparent: sent without "
+           "the traceparent and tracestate headers, as W3C Trace Context has receivers ignore it.",
+           m.invalid_traceparents);
   w.single("outbox_relay_parked_aggregates", "gauge",
            "Aggregates whose events go to the dead-letter topic since one of them was "
            "dead-lettered.",

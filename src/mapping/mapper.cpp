@@ -33,6 +33,9 @@ constexpr std::uint32_t kInt4Oid = 23;
 constexpr std::uint32_t kTimestampOid = 1114;
 constexpr std::uint32_t kTimestamptzOid = 1184;
 
+// ce_specversion, ce_id, ce_source, ce_type, ce_time, ce_subject, content-type.
+constexpr std::size_t kCloudEventHeaders = 7;
+
 // Kafka's own rule (kafka.common.internals.Topic): 1 to 249 of [a-zA-Z0-9._-], not "." or "..".
 constexpr std::size_t kMaxTopicLength = 249;
 
@@ -198,8 +201,9 @@ bool read_digits(std::string_view text, std::size_t& pos, std::size_t n, std::in
 
 // A timestamp or timestamptz as PostgreSQL prints it with DateStyle ISO (its default):
 // "2026-12-01 05:55:23.123456+00", "+05:30", "-03:30:15"; no offset for timestamp, which is
-// taken as UTC (as Debezium does). To milliseconds since the epoch, truncated.
-std::string_view parse_timestamp(std::string_view text, std::int64_t& out_ms) {
+// taken as UTC (as Debezium does). To microseconds since the epoch; its milliseconds, truncated,
+// must be a Kafka timestamp.
+std::string_view parse_timestamp(std::string_view text, std::int64_t& out_us) {
   constexpr std::string_view kNotIso =
       "is not a timestamp as PostgreSQL prints it with DateStyle ISO (e.g. 2026-12-01 "
       "05:55:23.123+00)";
@@ -261,10 +265,84 @@ std::string_view parse_timestamp(std::string_view text, std::int64_t& out_ms) {
   const std::int64_t days =
       days_from_civil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
   const std::int64_t seconds = days * 86'400 + hour * 3600 + minute * 60 + second - offset_seconds;
-  out_ms = seconds * 1000 + micros / 1000;
+  out_us = seconds * 1'000'000 + micros;
   // librdkafka takes 0 for "now" and the broker refuses negative timestamps.
-  if (out_ms <= 0) return "is not after 1970-01-01 00:00:00 UTC, which a Kafka timestamp needs";
+  if (out_us / 1000 <= 0) {
+    return "is not after 1970-01-01 00:00:00 UTC, which a Kafka timestamp needs";
+  }
   return {};
+}
+
+// Date of a day since 1970-01-01, proleptic Gregorian (H. Hinnant's civil_from_days).
+void civil_from_days(std::int64_t z, std::int64_t& y, unsigned& m, unsigned& d) {
+  z += 719468;
+  const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const auto doe = static_cast<unsigned>(z - era * 146097);
+  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const unsigned mp = (5 * doy + 2) / 153;
+  d = doy - (153 * mp + 2) / 5 + 1;
+  m = mp < 10 ? mp + 3 : mp - 9;
+  y = static_cast<std::int64_t>(yoe) + era * 400 + (m <= 2);
+}
+
+// An instant as RFC 3339 in UTC with microseconds, "2026-12-01T05:55:23.123456Z" (27
+// characters). Zero when the year is not 0001 to 9999, which RFC 3339 cannot write.
+std::size_t format_rfc3339(std::int64_t unix_us, std::array<char, 32>& out) {
+  const std::int64_t seconds = unix_us >= 0 ? unix_us / 1'000'000 : (unix_us + 1) / 1'000'000 - 1;
+  const std::int64_t micros = unix_us - seconds * 1'000'000;
+  const std::int64_t days = seconds >= 0 ? seconds / 86'400 : (seconds + 1) / 86'400 - 1;
+  const std::int64_t in_day = seconds - days * 86'400;
+  std::int64_t year = 0;
+  unsigned month = 0, day = 0;
+  civil_from_days(days, year, month, day);
+  if (year < 1 || year > 9999) return 0;
+  const auto put = [&](std::size_t at, std::int64_t value, int digits) {
+    for (int i = digits - 1; i >= 0; --i, value /= 10) {
+      out[at + static_cast<std::size_t>(i)] = static_cast<char>('0' + value % 10);
+    }
+  };
+  put(0, year, 4);
+  out[4] = '-';
+  put(5, month, 2);
+  out[7] = '-';
+  put(8, day, 2);
+  out[10] = 'T';
+  put(11, in_day / 3600, 2);
+  out[13] = ':';
+  put(14, in_day / 60 % 60, 2);
+  out[16] = ':';
+  put(17, in_day % 60, 2);
+  out[19] = '.';
+  put(20, micros, 6);
+  out[26] = 'Z';
+  return 27;
+}
+
+bool is_lower_hex(std::string_view text) {
+  for (const char c : text) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// W3C Trace Context's traceparent: "00-<32 hex trace-id>-<16 hex parent-id>-<2 hex flags>",
+// lower-case hex, neither id all zeros, version ff forbidden; a later version may append
+// "-..." after the 55 characters of version 00.
+bool is_valid_traceparent(std::string_view text) {
+  if (text.size() < 55 || text[2] != '-' || text[35] != '-' || text[52] != '-') return false;
+  const std::string_view version = text.substr(0, 2), trace_id = text.substr(3, 32),
+                         parent_id = text.substr(36, 16), flags = text.substr(53, 2);
+  if (!is_lower_hex(version) || !is_lower_hex(trace_id) || !is_lower_hex(parent_id) ||
+      !is_lower_hex(flags) || version == "ff") {
+    return false;
+  }
+  if (trace_id.find_first_not_of('0') == std::string_view::npos ||
+      parent_id.find_first_not_of('0') == std::string_view::npos) {
+    return false;
+  }
+  if (version == "00") return text.size() == 55;
+  return text.size() == 55 || text[55] == '-';
 }
 
 }  // namespace
@@ -307,9 +385,20 @@ Mapper::Mapper(MapperConfig config) : config_(std::move(config)), topic_(config_
     }
   }
   if (config_.require_json) json_.reset(new JsonChecker());
-  for (const Placement& placement : config_.additional_placements) {
-    if (placement.kind == Placement::Kind::kHeader) extra_headers_.emplace_back();
+  std::size_t headers = 0;
+  if (config_.format == Format::kCloudEvents) {
+    source_.emplace(config_.ce_source.empty() ? "/outbox/${" + config_.column_aggregatetype + "}"
+                                              : config_.ce_source);
+    source_values_.resize(source_->columns().size());
+    headers += kCloudEventHeaders;
   }
+  if (!config_.column_traceparent.empty()) headers += 2;
+  for (const Placement& placement : config_.additional_placements) {
+    if (placement.kind == Placement::Kind::kHeader) ++headers;
+  }
+  extra_headers_.resize(headers);
+  extras_ =
+      headers > 0 || !config_.additional_placements.empty() || !config_.column_timestamp.empty();
 }
 
 bool Mapper::is_outbox_name(const pgoutput::Relation& relation) const {
@@ -365,6 +454,17 @@ void Mapper::on_relation(const pgoutput::Relation& relation, bool is_outbox) {
       cached.timestamp_type = type_of(cached.timestamp);
     }
     cached.bytea_payload = type_of(cached.payload) == kByteaOid;
+    if (!config_.column_traceparent.empty()) {
+      cached.traceparent = column_index(relation, config_.column_traceparent);
+    }
+    if (!config_.column_tracestate.empty()) {
+      cached.tracestate = column_index(relation, config_.column_tracestate);
+    }
+    if (source_) {
+      for (const std::string& name : source_->columns()) {
+        cached.source_columns.push_back(column_index(relation, name));
+      }
+    }
   }
   relations_.insert_or_assign(relation.relid, std::move(cached));
 }
@@ -375,8 +475,62 @@ std::string_view Mapper::relation_name(std::uint32_t relid) const {
 }
 
 std::pair<std::string_view, std::string> Mapper::map_extras(const CachedRelation& relation,
-                                                            const TupleData& tuple, Event& event) {
+                                                            const TupleData& tuple, Event& event,
+                                                            std::int64_t commit_time_us) {
+  std::int64_t time_us = commit_time_us;
+  if (!config_.column_timestamp.empty()) {
+    if (relation.timestamp < 0) return {config_.column_timestamp, std::string(kMissing)};
+    if (relation.timestamp_type != kTimestampOid && relation.timestamp_type != kTimestamptzOid) {
+      return {config_.column_timestamp,
+              "has type OID " + std::to_string(relation.timestamp_type) +
+                  ", but the record timestamp needs a timestamp or timestamptz column"};
+    }
+    std::optional<std::string_view> value;
+    if (const auto reason = read_optional(tuple, relation.timestamp, value); !reason.empty()) {
+      return {config_.column_timestamp, std::string(reason)};
+    }
+    event.timestamp_ms.reset();  // NULL: the commit time, as Debezium falls back to its own
+    if (value) {
+      std::int64_t us = 0;
+      if (const auto bad = parse_timestamp(*value, us); !bad.empty()) {
+        return {config_.column_timestamp, std::string(bad)};
+      }
+      event.timestamp_ms = us / 1000;
+      time_us = us;
+    }
+  }
   std::size_t header = 0;
+  if (source_) {
+    if (auto bad = map_cloudevent(relation, tuple, event, header, time_us,
+                                  time_us != commit_time_us || event.timestamp_ms.has_value());
+        !bad.second.empty()) {
+      return bad;
+    }
+  }
+  if (!config_.column_traceparent.empty()) {
+    if (relation.traceparent < 0) return {config_.column_traceparent, std::string(kMissing)};
+    if (!config_.column_tracestate.empty() && relation.tracestate < 0) {
+      return {config_.column_tracestate, std::string(kMissing)};
+    }
+    std::optional<std::string_view> parent;
+    if (const auto reason = read_optional(tuple, relation.traceparent, parent); !reason.empty()) {
+      return {config_.column_traceparent, std::string(reason)};
+    }
+    std::optional<std::string_view> state;
+    if (relation.tracestate >= 0) {
+      if (const auto reason = read_optional(tuple, relation.tracestate, state); !reason.empty()) {
+        return {config_.column_tracestate, std::string(reason)};
+      }
+    }
+    event.invalid_traceparent = false;
+    if (parent && is_valid_traceparent(*parent)) {
+      extra_headers_[header++] = {"traceparent", parent};
+      if (state && !state->empty()) extra_headers_[header++] = {"tracestate", state};
+    } else if (parent) {
+      // W3C: a receiver ignores an invalid traceparent, and the tracestate with it.
+      event.invalid_traceparent = true;
+    }
+  }
   for (std::size_t i = 0; i < config_.additional_placements.size(); ++i) {
     const Placement& placement = config_.additional_placements[i];
     const int index = relation.placement_columns[i];
@@ -411,30 +565,65 @@ std::pair<std::string_view, std::string> Mapper::map_extras(const CachedRelation
     }
   }
   event.headers = std::span<const ExtraHeader>(extra_headers_.data(), header);
-  if (!config_.column_timestamp.empty()) {
-    if (relation.timestamp < 0) return {config_.column_timestamp, std::string(kMissing)};
-    if (relation.timestamp_type != kTimestampOid && relation.timestamp_type != kTimestamptzOid) {
-      return {config_.column_timestamp,
-              "has type OID " + std::to_string(relation.timestamp_type) +
-                  ", but the record timestamp needs a timestamp or timestamptz column"};
+  return {};
+}
+
+std::pair<std::string_view, std::string> Mapper::map_cloudevent(const CachedRelation& relation,
+                                                                const TupleData& tuple,
+                                                                Event& event, std::size_t& header,
+                                                                std::int64_t time_us,
+                                                                bool time_from_column) {
+  if (event.id.empty()) {
+    return {config_.column_id, "is empty, but a CloudEvent needs an id (ce_id)"};
+  }
+  if (!event.type) {
+    return {config_.column_type, relation.type < 0
+                                     ? "is missing from the table, but a CloudEvent needs a type "
+                                       "(ce_type)"
+                                     : "is NULL, but a CloudEvent needs a type (ce_type)"};
+  }
+  if (event.type->empty()) {
+    return {config_.column_type, "is empty, but a CloudEvent needs a type (ce_type)"};
+  }
+  for (std::size_t i = 0; i < relation.source_columns.size(); ++i) {
+    const auto reason = read_required(tuple, relation.source_columns[i], source_values_[i]);
+    if (!reason.empty()) {
+      return {source_->columns()[i], std::string(reason) +
+                                         ", but the CloudEvents source (ce_source "
+                                         "from template \"" +
+                                         source_->text() + "\") needs it"};
     }
-    std::optional<std::string_view> value;
-    if (const auto reason = read_optional(tuple, relation.timestamp, value); !reason.empty()) {
-      return {config_.column_timestamp, std::string(reason)};
+  }
+  source_->render(source_values_, source_scratch_);
+  if (source_scratch_.empty()) {
+    return {{},
+            "renders an empty ce_source from template \"" + source_->text() +
+                "\", but a CloudEvent needs a source"};
+  }
+  const std::size_t time_size = format_rfc3339(time_us, time_text_);
+  if (time_size == 0) {
+    constexpr std::string_view kOutside =
+        "outside the years 0001 to 9999, which ce_time (RFC 3339) cannot carry";
+    if (time_from_column) return {config_.column_timestamp, "is " + std::string(kOutside)};
+    return {{}, "the commit time is " + std::string(kOutside)};
+  }
+  extra_headers_[header++] = {"ce_specversion", "1.0"};
+  extra_headers_[header++] = {"ce_id", event.id};
+  extra_headers_[header++] = {"ce_source", source_scratch_};
+  extra_headers_[header++] = {"ce_type", event.type};
+  extra_headers_[header++] = {"ce_time", std::string_view(time_text_.data(), time_size)};
+  if (event.key) extra_headers_[header++] = {"ce_subject", event.key};
+  if (event.value) {
+    std::string_view content_type = config_.content_type;
+    if (content_type.empty()) {
+      content_type = relation.bytea_payload ? "application/octet-stream" : "application/json";
     }
-    event.timestamp_ms.reset();  // NULL: the commit time, as Debezium falls back to its own
-    if (value) {
-      std::int64_t ms = 0;
-      if (const auto bad = parse_timestamp(*value, ms); !bad.empty()) {
-        return {config_.column_timestamp, std::string(bad)};
-      }
-      event.timestamp_ms = ms;
-    }
+    extra_headers_[header++] = {"content-type", content_type};
   }
   return {};
 }
 
-MapResult Mapper::map_insert(const pgoutput::Insert& insert) {
+MapResult Mapper::map_insert(const pgoutput::Insert& insert, std::int64_t commit_time_us) {
   const auto found = relations_.find(insert.relid);
   if (found == relations_.end()) {
     return MapError{.table = {},
@@ -539,8 +728,9 @@ MapResult Mapper::map_insert(const pgoutput::Insert& insert) {
   if (const auto reason = read_optional(tuple, relation.type, event.type); !reason.empty()) {
     return error(config_.column_type, reason);
   }
-  if (!config_.additional_placements.empty() || !config_.column_timestamp.empty()) {
-    if (auto [column, reason] = map_extras(relation, tuple, event); !reason.empty()) {
+  if (extras_) {
+    if (auto [column, reason] = map_extras(relation, tuple, event, commit_time_us);
+        !reason.empty()) {
       return error(column, reason);
     }
   }

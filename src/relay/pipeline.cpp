@@ -72,11 +72,7 @@ Pipeline::Pipeline(const RelayConfig& config, Sink& sink, Metrics& metrics,
       log_(std::move(log)),
       mapper_(config.mapper),
       exactly_once_(config.delivery == DeliveryMode::kExactlyOnce) {
-  std::size_t headers = 2;
-  for (const mapping::Placement& p : config.mapper.additional_placements) {
-    if (p.kind == mapping::Placement::Kind::kHeader) ++headers;
-  }
-  headers_.resize(headers);
+  headers_.resize(2 + mapper_.max_headers());
 }
 
 void Pipeline::start_from_checkpoint(Lsn lsn) {
@@ -224,6 +220,7 @@ Pipeline::Step Pipeline::on_message(const pgoutput::Begin& b, const pgoutput::XL
   }
   commit_lsn_ = b.final_lsn;
   commit_time_ms_ = pgoutput::to_unix_millis(b.commit_time);
+  commit_time_us_ = pgoutput::to_unix_micros(b.commit_time);
   metrics_.commit_to_read_seconds.observe(
       static_cast<double>(std::max<std::int64_t>(0, now_unix_ms() - commit_time_ms_)) / 1000.0);
   txn_ = tracker_.begin(b.final_lsn, commit_time_ms_);
@@ -291,8 +288,13 @@ Pipeline::Step Pipeline::on_message(const pgoutput::Insert& ins, const pgoutput:
     ++metrics_.resent_inserts_skipped;
     return Pipeline::Step::kDone;
   }
+  invalid_traceparent_id_.reset();
   const Step step = produce_insert(ins, x);
-  if (step == Pipeline::Step::kDone) ++inserts_in_txn_;
+  if (step == Pipeline::Step::kDone) {
+    ++inserts_in_txn_;
+    // Counted once the event is handled: a wait hands the same insert again.
+    if (invalid_traceparent_id_) count_invalid_traceparent(*invalid_traceparent_id_);
+  }
   return step;
 }
 
@@ -303,7 +305,7 @@ Pipeline::Step Pipeline::produce_insert(const pgoutput::Insert& ins, const pgout
   }
   // Nothing passes a record sent alone before its report: it may yet turn out to be poison.
   if (isolation_inflight_) return Pipeline::Step::kWaitDelivery;
-  mapping::MapResult mapped = mapper_.map_insert(ins);
+  mapping::MapResult mapped = mapper_.map_insert(ins, commit_time_us_);
   if (auto* err = std::get_if<mapping::MapError>(&mapped)) return map_error(*err);
   if (auto* other = std::get_if<mapping::NotOutbox>(&mapped)) {
     count_skip(ins.relid, Skip::kOtherTable, other->table);
@@ -410,6 +412,7 @@ Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
     return message ? "logical messages with prefix '" + config_.mapper.message_prefix + "'"
                    : table_name();
   };
+  if (ev.invalid_traceparent) invalid_traceparent_id_ = ev.id;
   if (headers_.size() < 2 + ev.headers.size()) headers_.resize(2 + ev.headers.size());
   headers_[0] = {"id", ev.id};
   std::size_t nheaders = 1;
@@ -480,6 +483,18 @@ Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
     }
   }
   return Pipeline::Step::kDone;
+}
+
+// Counted on every event, logged once per process: the column's writer has a bug, and each of
+// its events says so the same way.
+void Pipeline::count_invalid_traceparent(std::string_view id) {
+  if (metrics_.invalid_traceparents++ == 0) {
+    log_->warn(
+        "event=invalid_traceparent slot={} id={} column={}: not a W3C traceparent, so the event "
+        "goes without traceparent and tracestate headers; counted in "
+        "outbox_relay_invalid_traceparent_total, logged once",
+        config_.slot, quoted(id), config_.mapper.column_traceparent);
+  }
 }
 
 // Per-aggregate order under --on-error dlq: once an event of an aggregate (key) is

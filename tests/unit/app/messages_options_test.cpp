@@ -65,6 +65,8 @@ TEST(MessageFlags, BadValuesNameTheFlag) {
   EXPECT_NE(topic.find("--topic"), std::string::npos) << topic;
   EXPECT_NE(topic.find("envelope"), std::string::npos) << topic;
   EXPECT_EQ(error_of(run_with({"--topic", "t.${tenant}"})), "no error") << "a column of the table";
+  const std::string ce = error_of(run_with({"--messages", "ev", "--format", "cloudevents"}));
+  EXPECT_NE(ce.find("--messages"), std::string::npos) << ce;
 }
 
 TEST(MessageFlags, SetupMessages) {

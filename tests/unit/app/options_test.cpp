@@ -224,6 +224,12 @@ TEST(CommandLine, ErrorsNameTheFlagOrCommand) {
             std::string::npos);
   // -X belongs to run only.
   EXPECT_EQ(error_of({"setup", "--pg", "x", "-Xa=b"}), "unknown flag -Xa=b (see --help)");
+  // A transactional producer outside exactly-once would refuse every record.
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--transactional-id", "t"}),
+            "--transactional-id: needs --delivery exactly-once");
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--transactional-id", "t", "--delivery",
+                      "exactly-once"}),
+            "no error");
 }
 
 // The first arguments that make each command's command line complete.

@@ -4,6 +4,7 @@
 // Relation message). Single-threaded: one Mapper per stream, used from the stream's thread.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -35,6 +36,10 @@ struct Placement {
   std::string alias;  // the header's name; the column's name when not given
 };
 
+// The record layout: Debezium's outbox event router (the default), or a CloudEvent in the Kafka
+// protocol binding's binary content mode (ce_* headers, the payload as the value).
+enum class Format : std::uint8_t { kDebezium, kCloudEvents };
+
 struct MapperConfig {
   std::string schema = "public";
   std::string table = "outbox";
@@ -54,13 +59,23 @@ struct MapperConfig {
   bool tombstone_on_empty_payload = false;
   // Further outbox tables (schema, table), mapped the same way: --table given more than once.
   std::vector<std::pair<std::string, std::string>> more_tables;
+  Format format = Format::kDebezium;
+  // kCloudEvents: template over columns of ce_source; empty: "/outbox/${<column_aggregatetype>}".
+  std::string ce_source;
+  // kCloudEvents: the content-type header of every event; empty: by the payload column's type
+  // (bytea: application/octet-stream, any other: application/json).
+  std::string content_type;
+  // Columns holding the W3C trace context, sent as headers traceparent and tracestate; empty:
+  // none. An invalid traceparent is not sent (nor the tracestate): Event::invalid_traceparent.
+  std::string column_traceparent;
+  std::string column_tracestate;
   // --messages: transactional logical decoding messages with this prefix are events too, their
   // content an envelope (envelope.hpp); empty: none. An empty `table` then means messages only.
   std::string message_prefix;
   MessageFormat message_format = MessageFormat::kAuto;
 };
 
-// A header from an additional placement.
+// A header after id and type: a CloudEvents attribute, the trace context, or a placement.
 struct ExtraHeader {
   std::string_view name;
   std::optional<std::string_view> value;  // nullopt when the column is NULL
@@ -74,10 +89,15 @@ struct Event {
   std::optional<std::string_view> value;  // payload as PostgreSQL's text output gives it
   std::string_view id;                    // header "id"
   std::optional<std::string_view> type;   // header "type"; nullopt when NULL or no such column
-  // From the placements, in their order. Views into the Mapper's storage.
+  // The CloudEvents attributes (--format cloudevents: ce_specversion, ce_id, ce_source, ce_type,
+  // ce_time, ce_subject when the key is not NULL, content-type unless a tombstone), then
+  // traceparent and tracestate (when configured, not NULL and valid), then the header
+  // placements in their order. Views into the Mapper's storage or the Insert.
   std::span<const ExtraHeader> headers;
   std::optional<std::int32_t> partition;     // partition placement; nullopt: the partitioner's
   std::optional<std::int64_t> timestamp_ms;  // --column-timestamp; nullopt: the commit time
+  // The traceparent column held a value that is no valid W3C traceparent: no trace headers.
+  bool invalid_traceparent = false;
 };
 
 // A row the mapper must reject; never dropped silently by the caller.
@@ -128,8 +148,13 @@ class Mapper {
   bool has_outbox_columns(const pgoutput::Relation& relation) const;
 
   // Maps an insert. A relid never announced by a Relation message is a MapError (protocol
-  // violation). The topic is rendered from the template into scratch storage.
-  MapResult map_insert(const pgoutput::Insert& insert);
+  // violation). The topic is rendered from the template into scratch storage. `commit_time_us`
+  // (microseconds since the Unix epoch, the transaction's commit time) gives ce_time when no
+  // --column-timestamp value does; only --format cloudevents reads it.
+  MapResult map_insert(const pgoutput::Insert& insert, std::int64_t commit_time_us = 0);
+
+  // Most headers an Event carries (Event::headers).
+  std::size_t max_headers() const { return extra_headers_.size(); }
 
   // Maps a logical message with the configured prefix from its envelope: topic from the
   // template over the envelope's fields, key the aggregate id, value the payload, headers the
@@ -156,13 +181,21 @@ class Mapper {
     int timestamp = -1;                          // --column-timestamp
     std::uint32_t timestamp_type = 0;
     bool bytea_payload = false;  // the payload column is bytea: its text is decoded to bytes
+    int traceparent = -1, tracestate = -1;  // --column-traceparent, --column-tracestate
+    std::vector<int> source_columns;        // index per ce_source template reference
   };
 
-  // Reads the placements and the timestamp column of `insert` into `event`. Returns the
-  // offending column and why, or an empty reason.
+  // Reads the timestamp column, the CloudEvents attributes, the trace context and the placements
+  // of `insert` into `event`. Returns the offending column and why, or an empty reason.
   std::pair<std::string_view, std::string> map_extras(const CachedRelation& relation,
                                                       const pgoutput::TupleData& tuple,
-                                                      Event& event);
+                                                      Event& event, std::int64_t commit_time_us);
+  // The CloudEvents attributes of `event`, appended to extra_headers_ from `header`. Same return.
+  std::pair<std::string_view, std::string> map_cloudevent(const CachedRelation& relation,
+                                                          const pgoutput::TupleData& tuple,
+                                                          Event& event, std::size_t& header,
+                                                          std::int64_t time_us,
+                                                          bool time_from_column);
 
   // simdjson stays private to this target: the checker is defined in mapper.cpp.
   struct JsonChecker;
@@ -184,6 +217,12 @@ class Mapper {
   std::vector<std::string_view> topic_values_;
   std::vector<ExtraHeader> extra_headers_;  // one per header placement, set per event
   std::string payload_bytes_;               // a bytea payload, decoded
+  std::optional<TopicTemplate> source_;     // --format cloudevents: the ce_source template
+  std::vector<std::string_view> source_values_;
+  std::string source_scratch_;
+  std::array<char, 32> time_text_{};  // ce_time
+  // Some option adds headers or reads the timestamp column: map_extras() runs.
+  bool extras_ = false;
   std::unique_ptr<JsonChecker, JsonCheckerDeleter> json_;  // null unless config_.require_json
 };
 

@@ -26,6 +26,7 @@ struct Lsn {
 using PgTimestamp = std::int64_t;
 inline constexpr std::int64_t kPgEpochUnixMicros = 946'684'800LL * 1'000'000LL;
 constexpr std::int64_t to_unix_millis(PgTimestamp t) { return (t + kPgEpochUnixMicros) / 1000; }
+constexpr std::int64_t to_unix_micros(PgTimestamp t) { return t + kPgEpochUnixMicros; }
 constexpr PgTimestamp from_unix_micros(std::int64_t unix_us) {
   return unix_us - kPgEpochUnixMicros;
 }

@@ -74,6 +74,9 @@ struct Metrics {
   std::uint64_t publication_checks = 0;  // checks of the publication that passed
   // --on-error dlq: events dead-lettered only because an earlier event of their aggregate was.
   std::uint64_t parked_events = 0;
+  // --column-traceparent: events whose column held no valid W3C traceparent (sent without trace
+  // headers).
+  std::uint64_t invalid_traceparents = 0;
   double backpressure_seconds = 0;
   Histogram commit_to_ack_seconds;   // per event: commit in PostgreSQL to Kafka's ack
   Histogram commit_to_read_seconds;  // per transaction: commit to its Begin read here

@@ -188,6 +188,7 @@ class Pipeline {
   Step produce_event(const mapping::Event& ev, bool message);
   void count_other_prefix(std::string_view prefix);
   void count_skip(std::uint32_t relid, Skip skip, std::string_view table);
+  void count_invalid_traceparent(std::string_view id);
   Step poison_in_stream(const Poison& p);
   kafka::ProduceStatus dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn);
   void park(std::optional<std::string_view> key);
@@ -212,6 +213,9 @@ class Pipeline {
   std::optional<AckTracker::TxnSeq> txn_;
   Lsn commit_lsn_;
   std::int64_t commit_time_ms_ = 0;
+  std::int64_t commit_time_us_ = 0;  // the same, for ce_time
+  // The insert being handled had an invalid traceparent: its id (a view into the frame).
+  std::optional<std::string_view> invalid_traceparent_id_;
   Lsn received_;
   Lsn server_wal_end_;
   Lsn verified_lsn_;
@@ -261,7 +265,8 @@ class Pipeline {
   pgoutput::Message msg_;
   pgoutput::Message insert_msg_;
   pgoutput::DecodeError decode_error_;
-  // id, type, then the header placements: sized once; grows for a message with more headers.
+  // id, type, then the mapper's headers (CloudEvents, trace context, placements): sized once;
+  // grows for a logical message with more headers than that.
   std::vector<kafka::Header> headers_;
 };
 
