@@ -11,13 +11,15 @@ import os
 import statistics
 import sys
 
-CONSUMERS = ["decoder", "recvlogical", "drain", "relay", "relay_eos", "relay_tls", "debezium"]
+CONSUMERS = ["decoder", "recvlogical", "drain", "relay", "relay_eos", "relay_msg", "relay_tls",
+             "debezium"]
 LABEL = {
     "decoder": "decoder alone (pg_logical_slot_get_binary_changes)",
     "recvlogical": "pg_recvlogical (pgoutput, to /dev/null)",
     "drain": "walsender ceiling: bench_tool drain (reads like the relay, discards, no Kafka)",
     "relay": "outbox-relay (until last ack)",
     "relay_eos": "outbox-relay --delivery exactly-once (until last commit, read_committed)",
+    "relay_msg": "outbox-relay --messages (the same events as logical messages, until last ack)",
     "relay_tls": "outbox-relay through SASL_SSL (PLAIN over TLS, until last ack)",
     "debezium": "Debezium 3.6 + outbox router (Connect standalone)",
 }
@@ -145,6 +147,7 @@ def main():
             "relay_over_drain": ratio(wl, "relay", "drain"),
             "relay_tls_over_relay": ratio(wl, "relay_tls", "relay"),
             "relay_eos_over_relay": ratio(wl, "relay_eos", "relay"),
+            "relay_msg_over_relay": ratio(wl, "relay_msg", "relay"),
             "drain_over_decoder": ratio(wl, "drain", "decoder"),
         }
         if wl in ("W1B", "W1T"):
@@ -239,6 +242,8 @@ def main():
                          f"(CPU per event {fnum(cpu, 2)}x)")
         if r.get("relay_eos_over_relay"):
             parts.append(f"exactly-once/at-least-once **{fnum(r['relay_eos_over_relay'], 2)}**")
+        if r.get("relay_msg_over_relay"):
+            parts.append(f"messages/table **{fnum(r['relay_msg_over_relay'], 2)}**")
         if r.get("relay_over_relay_w1"):
             parts.append(f"relay on {wl}/relay on W1 **{fnum(r['relay_over_relay_w1'], 2)}** "
                          f"(pg_recvlogical on {wl}/on W1 {fnum(r.get('recvlogical_over_recvlogical_w1'), 2)})")

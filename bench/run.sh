@@ -10,7 +10,9 @@
 #   bench/run.sh --quick    smoke run for CI (< 1 min): tiny workloads, 1 repetition, no
 #                           Debezium, 5 s latency run; results in .local/bench/. Fails when a
 #                           consumer fails.
-# Options: --reps N, --workloads "W1 W2 W3 W1B W1T", --no-debezium, --no-latency, --no-micro.
+# Options: --reps N, --workloads "W1 W2 W3 W1B W1T", --no-debezium, --no-latency, --no-micro,
+#          --no-messages (no relay_msg row: the same workload emitted as logical decoding
+#          messages, relayed with --messages, on a load of its own after the others).
 #          W1B and W1T are W1 with a bytea payload and over four outbox tables (relay only).
 # Environment: OUTBOX_RELAY_BIN (default: build-bench/outbox-relay, built here in Release),
 #              OUTBOX_BENCH_SETTLE (seconds to let the server settle after a load, default 5),
@@ -46,6 +48,7 @@ WORKLOADS="W1 W2 W3 W1B W1T"
 DEBEZIUM=1
 LATENCY=1
 MICRO=1
+MESSAGES=1
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
@@ -54,6 +57,7 @@ while [ $# -gt 0 ]; do
     --no-debezium) DEBEZIUM=0 ;;
     --no-latency) LATENCY=0 ;;
     --no-micro) MICRO=0 ;;
+    --no-messages) MESSAGES=0 ;;
     -h | --help) usage; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -167,6 +171,10 @@ else
   log "a relay without --delivery: no relay_eos row"
 fi
 [ "$DEBEZIUM" = 1 ] && CONSUMERS+=(debezium)
+if [ "$MESSAGES" = 1 ] && ! grep -q -- '--messages' <<<"$relay_help"; then
+  log "a relay without --messages: no relay_msg row"
+  MESSAGES=0
+fi
 
 # prepare_rep WL REP NTXN PER BYTES: fresh table, publications, slots and topics, then the load;
 # sets END to the last commit's end LSN.
@@ -199,6 +207,27 @@ prepare_rep() {
   psql_q -c "CHECKPOINT" -c "VACUUM ANALYZE"
 }
 
+# prepare_msg_rep WL REP NTXN PER BYTES: the same workload as logical decoding messages
+# (bench_load_messages), on a slot of its own; sets END.
+prepare_msg_rep() {
+  local wl=$1 rep=$2 ntxn=$3 per=$4 bytes=$5 t0
+  drop_bench_slots
+  psql_q -f "$REPO/bench/load/schema.sql" 2>/dev/null >/dev/null
+  for c in relay_msg probe; do
+    psql_q -c "SELECT pg_create_logical_replication_slot('bench_$c', 'pgoutput')" >/dev/null
+  done
+  "$TOOL" create-topics --brokers "$BROKERS" --topics "$(relay_topic relay_msg "$wl" "$rep").order"
+  t0=$(now_ns)
+  psql_q -c "SET synchronous_commit = off" -c "CALL public.bench_load_messages($ntxn, $per, $bytes)"
+  log "emitted $((ntxn * per)) messages in $(secs "$t0" "$(now_ns)") s"
+  psql_q -c "CHECKPOINT"
+  END=$(psql_q -c "SELECT max(lsn) FROM pg_logical_slot_get_binary_changes('bench_probe', NULL, NULL,
+                     'proto_version', '1', 'publication_names', 'bench_pub', 'messages', 'true')")
+  psql_q -c "SELECT pg_drop_replication_slot('bench_probe')" >/dev/null
+  [ -n "$END" ] || die "the probe slot decoded nothing: the messages did not reach the WAL"
+  psql_q -c "CHECKPOINT"
+}
+
 # ---- the throughput runs ------------------------------------------------------------------
 FAILED=0
 for wl in $WORKLOADS; do
@@ -223,6 +252,13 @@ for wl in $WORKLOADS; do
       "run_$c" "$wl" "$rep" "bench_$c" "$n" "$bytes" "$END" || { FAILED=1; log "FAILED: $c $wl"; }
       sleep 1
     done
+    if [ "$MESSAGES" = 1 ] && [ "${WL_SHAPE[$wl]}" = default ]; then
+      log "   relay_msg (the same workload as logical decoding messages)"
+      prepare_msg_rep "$wl" "$rep" "$ntxn" "$per" "$bytes"
+      sleep "$SETTLE"
+      run_relay_msg "$wl" "$rep" bench_relay_msg "$n" "$bytes" "$END" ||
+        { FAILED=1; log "FAILED: relay_msg $wl"; }
+    fi
   done
 done
 drop_bench_slots

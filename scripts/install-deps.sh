@@ -10,6 +10,7 @@ packages=(
   build-essential g++ cmake ninja-build pkg-config
   postgresql-15 postgresql-client-15 libpq-dev openssl
   libboost-dev librdkafka-dev libsimdjson-dev libspdlog-dev libfmt-dev
+  protobuf-compiler libprotobuf-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
   procps psmisc kafkacat

@@ -3,7 +3,8 @@
 # execute it.
 #
 # Throughput: run_<consumer> WORKLOAD REP SLOT EVENTS PAYLOAD_BYTES END_LSN, consumer one of
-# decoder, recvlogical, drain, relay, relay_eos (--delivery exactly-once), relay_tls (the relay
+# decoder, recvlogical, drain, relay, relay_eos (--delivery exactly-once), relay_msg (--messages,
+# on a load of logical decoding messages instead of inserts), relay_tls (the relay
 # through the broker's SASL_SSL listener, PLAIN over TLS), debezium. Each reads its slot up to END_LSN (or until
 # EVENTS records are in Kafka), appends one line to $RUNS (record), prints nothing and returns
 # non-zero on failure. Its files go to $WORK/WORKLOAD.REP.CONSUMER/.
@@ -149,6 +150,16 @@ run_relay_eos() {
   RELAY_EXTRA=(--delivery exactly-once --transactional-id "bench.$RUN_ID.$1.$2")
   local rc=0
   run_relay "$1" "$2" "$3" "$4" "$5" "$6" relay_eos || rc=$?
+  RELAY_EXTRA=()
+  return "$rc"
+}
+
+# The relay with --messages bench on a load of logical decoding messages (bench_load_messages):
+# the table-less outbox, the same events.
+run_relay_msg() {
+  RELAY_EXTRA=(--messages bench)
+  local rc=0
+  run_relay "$1" "$2" "$3" "$4" "$5" "$6" relay_msg || rc=$?
   RELAY_EXTRA=()
   return "$rc"
 }

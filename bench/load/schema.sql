@@ -36,3 +36,25 @@ BEGIN
     COMMIT;
   END LOOP;
 END $$;
+
+-- bench_load_messages(n_txn, per_txn, payload_bytes): the same workload as bench_load, emitted as
+-- transactional logical decoding messages (the JSON envelope of outbox.emit(), prefix 'bench')
+-- instead of inserts: the relay's --messages path, with nothing written to a table.
+CREATE OR REPLACE PROCEDURE public.bench_load_messages(n_txn int, per_txn int, payload_bytes int)
+LANGUAGE plpgsql AS $$
+DECLARE
+  hexlen int := payload_bytes - 12;
+  chunks int := (payload_bytes - 12 + 31) / 32;
+BEGIN
+  FOR t IN 0 .. n_txn - 1 LOOP
+    PERFORM pg_logical_emit_message(true, 'bench', jsonb_build_object(
+              'id', gen_random_uuid(), 'aggregatetype', 'order',
+              'aggregateid', 'agg-' || ((t::bigint * per_txn + i) % 1000), 'type', 'OrderCreated',
+              'payload', jsonb_build_object('data', left(
+                (SELECT string_agg(md5((t::bigint * per_txn + i)::text || ':' || j), '')
+                   FROM generate_series(1, chunks) AS j), hexlen)),
+              'headers', '{}'::jsonb)::text)
+      FROM generate_series(1, per_txn) AS i;
+    COMMIT;
+  END LOOP;
+END $$;

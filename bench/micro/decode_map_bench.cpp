@@ -162,6 +162,52 @@ BENCHMARK(BM_DecodeMapByteaHex)->Arg(200)->Arg(4096);
 void BM_DecodeMapByteaRaw(benchmark::State& state) { run_decode_map(state, 2); }
 BENCHMARK(BM_DecodeMapByteaRaw)->Arg(200)->Arg(4096);
 
+// --messages: the same event as a transactional logical message with a JSON envelope, the way
+// outbox.emit() sends it (payload N bytes): decode the 'M' message, read the envelope, map.
+void BM_DecodeMapMessageJson(benchmark::State& state) {
+  std::string payload = "{\"data\": \"";
+  while (payload.size() + 2 < static_cast<std::size_t>(state.range(0))) payload += 'x';
+  payload += "\"}";
+  const std::string content =
+      "{\"id\": \"8e0f5a3c-3a1d-4f7e-9b1b-2f1f6c3e9d10\", \"type\": \"OrderCreated\", "
+      "\"headers\": {}, \"payload\": " +
+      payload + ", \"aggregateid\": \"agg-417\", \"aggregatetype\": \"order\"}";
+  Buf m;
+  m.u8('w');
+  m.be(0x16B3748, 8);
+  m.be(0x16B3748, 8);
+  m.be(0x2B4C2E6F1A3C0ULL, 8);
+  m.u8('M');
+  m.u8(1);
+  m.be(0x16B3748, 8);
+  m.cstr("outbox");
+  m.be(content.size(), 4);
+  for (char c : content) m.u8(static_cast<std::uint8_t>(c));
+  const std::vector<std::byte> frame = m.b;
+  ob::MapperConfig config;
+  config.message_prefix = "outbox";
+  ob::Mapper mapper{config};
+  pgoutput::Message msg;
+  pgoutput::DecodeError err;
+  auto once = [&] {
+    auto cr = pgoutput::decode_copy_message(frame);
+    auto& x = std::get<pgoutput::XLogData>(std::get<pgoutput::CopyMessage>(cr));
+    if (pgoutput::decode_into(x.payload, msg, err) != nullptr) std::abort();
+    auto mapped = mapper.map_message(std::get<pgoutput::LogicalMessage>(msg));
+    auto& ev = std::get<ob::Event>(mapped);
+    benchmark::DoNotOptimize(ev.topic.data());
+    benchmark::DoNotOptimize(ev.value);
+  };
+  once();
+  const std::uint64_t a0 = g_allocs.load();
+  for (auto _ : state) once();
+  state.counters["allocs_per_event"] = benchmark::Counter(
+      static_cast<double>(g_allocs.load() - a0) / static_cast<double>(state.iterations()));
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(frame.size()));
+}
+BENCHMARK(BM_DecodeMapMessageJson)->Arg(200)->Arg(4096);
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -208,7 +208,11 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
                       ": logical replication needs wal_level = logical (ALTER SYSTEM SET "
                       "wal_level = logical, then restart PostgreSQL)");
     }
-    if (db.table_exists(o.schema, o.table)) {
+    // --messages without --table: a relay of messages only needs no table.
+    const bool messages_only = !o.message_prefix.empty() && !o.table_given;
+    if (messages_only) {
+      out << "table: none (--messages without --table: logical messages only)\n";
+    } else if (db.table_exists(o.schema, o.table)) {
       out << "table " << table << ": exists\n";
     } else if (o.create_table) {
       db.create_outbox_table(o.schema, o.table);
@@ -218,15 +222,23 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
       return fail(err, "setup",
                   "table " + table + " does not exist (create it, or pass --create-table)");
     }
+    if (!o.message_prefix.empty()) {
+      db.create_emit_function(o.message_prefix);
+      out << "function outbox.emit: installed (emits messages with prefix '" << o.message_prefix
+          << "')\n";
+    }
 
     // The same steps as the relay's before it streams (pg::SlotBootstrap): the publication, the
     // relay's check of it, then the slot, so that a refused publication leaves no slot behind.
-    const pg::PublicationTarget target{o.publication, o.schema, o.table};
+    const pg::PublicationTarget target{o.publication, o.schema, messages_only ? "" : o.table};
     pg::BootstrapOptions bootstrap{target, o.slot};
     bootstrap.part = pg::BootstrapPart::kPublication;
     const pg::BootstrapResult pub = db.ensure_slot_and_publication(bootstrap);
     if (pub.refusal) return fail(err, "setup", setup_refusal(o, pub));
-    if (pub.created_publication) {
+    if (pub.created_publication && messages_only) {
+      out << "publication " << o.publication
+          << ": created (no tables: pgoutput needs one, messages need none)\n";
+    } else if (pub.created_publication) {
       out << "publication " << o.publication << ": created (FOR TABLE " << table
           << ", inserts only, publish_via_partition_root)\n";
     } else {
@@ -238,11 +250,13 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
       err << "outbox-relay setup: " << check.problem << '\n';
       return relay::kExitConfig;
     }
-    out << "publication " << o.publication << ": publishes every insert into " << table
-        << (check.partitioned
-                ? " (partitioned: " + std::to_string(check.tree_relids.size() - 1) + " partitions)"
-                : std::string())
-        << "\n";
+    if (!messages_only) {
+      out << "publication " << o.publication << ": publishes every insert into " << table
+          << (check.partitioned ? " (partitioned: " + std::to_string(check.tree_relids.size() - 1) +
+                                      " partitions)"
+                                : std::string())
+          << "\n";
+    }
 
     bootstrap.part = pg::BootstrapPart::kSlot;
     const pg::BootstrapResult slot = db.ensure_slot_and_publication(bootstrap);

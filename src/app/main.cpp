@@ -146,10 +146,12 @@ int run_relay(const outbox::app::Options& options) {
 
   const auto& m = options.relay.mapper;
   const outbox::app::RelayIdentity identity{options.relay.slot, options.relay.publication,
-                                            m.schema + "." + m.table, kVersion};
+                                            m.table.empty() ? "" : m.schema + "." + m.table,
+                                            kVersion};
   // Declared before the HTTP server, whose handler reads it.
   std::unique_ptr<outbox::app::BacklogSampler> backlog;
-  if (options.metrics_addr && options.backlog_interval.count() > 0) {
+  // The backlog counts outbox inserts: a relay of messages only (no table) has none to count.
+  if (options.metrics_addr && options.backlog_interval.count() > 0 && !m.table.empty()) {
     outbox::app::StatusOptions where;
     where.conninfo = options.relay.conninfo;
     where.slot = options.relay.slot;

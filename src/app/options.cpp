@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "flags.hpp"
+#include "outbox/mapping/mapper.hpp"
 #include "outbox/mapping/topic_template.hpp"
 
 namespace outbox::app {
@@ -587,6 +588,21 @@ Flag pg_flag(std::string& target, std::string help = "libpq conninfo string or U
 
 Flag help_flag(bool& target) { return flags::stop("--help", target, "this text").also("-h"); }
 
+// A non-empty name (flags::name) shown with another metavar.
+Flag named(Flag row, std::string metavar) {
+  row.metavar = std::move(metavar);
+  return row;
+}
+
+// The row, noting in `given` that it was given.
+Flag noting(Flag row, bool& given) {
+  row.apply = [&given, apply = std::move(row.apply)](const std::string& f, const std::string& v) {
+    given = true;
+    apply(f, v);
+  };
+  return row;
+}
+
 Table run_flags(Options& o) {
   auto& r = o.relay;
   auto& m = r.mapper;
@@ -606,13 +622,27 @@ Table run_flags(Options& o) {
           "as kcat -F), e.g. security.protocol, sasl.username, sasl.password;\n"
           "-X overrides it"),
   };
-  // The mapping rows, shared with reconcile.
+  // The mapping rows, shared with reconcile; run notes whether --table was given (--messages
+  // alone relays no table).
   for (Flag& f :
        flags::mapping_flags(m,
-                            "outbox table (default public.outbox); repeatable: the tables' events\n"
-                            "are relayed in one commit order through one slot, mapped alike")) {
-    table.push_back(std::move(f));
+                            "outbox table (default public.outbox; none with --messages alone);\n"
+                            "repeatable: the tables' events are relayed in one commit order\n"
+                            "through one slot, mapped alike")) {
+    table.push_back(f.name == "--table" ? noting(std::move(f), o.table_given) : std::move(f));
   }
+  table.push_back(named(flags::name("--messages", m.message_prefix,
+                                    "also relay transactional logical decoding messages with this "
+                                    "prefix\n(pg_logical_emit_message(true, PREFIX, envelope), "
+                                    "PostgreSQL 14+);\nwithout --table, only them (default: none)"),
+                        "PREFIX"));
+  table.push_back(
+      flags::choice("--message-format", "auto|json|protobuf", m.message_format, "format",
+                    {{"auto", mapping::MessageFormat::kAuto},
+                     {"json", mapping::MessageFormat::kJson},
+                     {"protobuf", mapping::MessageFormat::kProtobuf}},
+                    "envelope of --messages: protobuf outbox.v1.Event, a JSON object, or auto\n"
+                    "(JSON when the content starts with '{', else protobuf; the default)"));
   Table rest = {
       flags::property("-X", r.producer.properties,
                       "librdkafka producer property, repeatable (e.g. -X linger.ms=10)"),
@@ -701,8 +731,15 @@ Table setup_flags(SetupOptions& o) {
       pg_flag(o.conninfo),
       flags::name("--slot", o.slot, "logical replication slot (default outbox_relay)"),
       flags::name("--publication", o.publication, "publication (default outbox_relay)"),
-      flags::table("--table", o.schema, o.table, "outbox table (default public.outbox)"),
+      noting(flags::table("--table", o.schema, o.table,
+                          "outbox table (default public.outbox; none with --messages alone)"),
+             o.table_given),
       flags::on("--create-table", o.create_table, "create the outbox table if it does not exist"),
+      named(flags::name("--messages", o.message_prefix,
+                        "install outbox.emit(), which emits messages with this prefix for\n"
+                        "`outbox-relay --messages PREFIX`; without --table no table is needed\n"
+                        "and the publication is created empty"),
+            "PREFIX"),
       help_flag(o.help),
   };
 }
@@ -915,7 +952,7 @@ exit codes: 0 done (also when nothing was prunable), 1 refused or error, 2 bad f
 
 Options parse_options(const std::vector<std::string>& args, const Environment& env) {
   Options o = parse_with(run_flags, args, env);
-  const auto& m = o.relay.mapper;
+  auto& m = o.relay.mapper;
   if (!o.help && !o.version) {
     // A transactional producer that never initialises its transactions refuses every record.
     if (!o.relay.producer.transactional_id.empty() &&
@@ -923,6 +960,19 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
       throw flags::rejected("--transactional-id", "needs --delivery exactly-once");
     }
     flags::check_mapping(m);
+    if (!m.message_prefix.empty()) {
+      // The envelope has no CloudEvents attributes to map yet: one format for every event.
+      if (m.format == mapping::Format::kCloudEvents) {
+        throw flags::rejected("--messages", "is not supported with --format cloudevents yet");
+      }
+      if (!o.table_given) m.table.clear();  // messages only
+      try {
+        mapping::Mapper check(m);
+        (void)check;
+      } catch (const std::invalid_argument& e) {
+        throw flags::rejected("--topic", e.what());
+      }
+    }
   }
   // The file's properties first: -X overrides them.
   auto& p = o.relay.producer.properties;

@@ -142,6 +142,10 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
            "(in skipped transactions, or the first of the transaction the connection cut): not "
            "produced again.",
            m.resent_inserts_skipped);
+  w.single("outbox_relay_ignored_messages_total", "counter",
+           "Logical decoding messages with another prefix than --messages: not outbox events, "
+           "not relayed.",
+           m.other_prefix_messages);
   w.single("outbox_relay_transactions_confirmed_total", "counter",
            "Transactions whose events were all acknowledged and whose end position was confirmed.",
            m.transactions_confirmed);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -364,6 +365,25 @@ void Mapper::JsonCheckerDeleter::operator()(JsonChecker* checker) const noexcept
 
 Mapper::Mapper(MapperConfig config) : config_(std::move(config)), topic_(config_.topic_template) {
   topic_values_.resize(topic_.columns().size());
+  if (!config_.message_prefix.empty()) {
+    message_source_ = "logical messages with prefix '" + config_.message_prefix + "'";
+    // A reference names an envelope field by its name or by the table column mapped to it.
+    for (const std::string& name : topic_.columns()) {
+      if (name == "id" || name == config_.column_id) {
+        message_topic_fields_.push_back(EnvelopeField::kId);
+      } else if (name == "aggregatetype" || name == config_.column_aggregatetype) {
+        message_topic_fields_.push_back(EnvelopeField::kAggregateType);
+      } else if (name == "aggregateid" || name == config_.column_aggregateid) {
+        message_topic_fields_.push_back(EnvelopeField::kAggregateId);
+      } else if (name == "type" || name == config_.column_type) {
+        message_topic_fields_.push_back(EnvelopeField::kType);
+      } else {
+        throw std::invalid_argument("topic template '" + topic_.text() + "' references ${" + name +
+                                    "}, which a message envelope does not have (id, "
+                                    "aggregatetype, aggregateid, type)");
+      }
+    }
+  }
   if (config_.require_json) json_.reset(new JsonChecker());
   std::size_t headers = 0;
   if (config_.format == Format::kCloudEvents) {
@@ -733,6 +753,83 @@ MapResult Mapper::map_insert(const pgoutput::Insert& insert, std::int64_t commit
                               "of [a-zA-Z0-9._-], not \".\" or \"..\")");
   }
   event.topic = topic_scratch_;
+  return event;
+}
+
+MessageMapResult Mapper::map_message(const pgoutput::LogicalMessage& message) {
+  if (config_.message_prefix.empty() || message.prefix != config_.message_prefix) {
+    return OtherPrefix{message.prefix};
+  }
+  const auto error = [&](std::string reason) {
+    return MapError{.table = message_source_,
+                    .column = {},
+                    .reason = "message at LSN " + message.lsn.to_string() + " " + std::move(reason),
+                    .id = std::string(envelope_.id),
+                    .payload = message.content,  // dead-lettered as it came
+                    .aggregateid = envelope_.aggregate_id,
+                    .type = envelope_.type,
+                    .topic = {},
+                    .binary_payload = true};
+  };
+  envelope_ = Envelope{};
+  if (!message.transactional) {
+    return error(
+        "is not transactional (pg_logical_emit_message(false, ...)): it was sent when emitted, "
+        "outside any transaction, so it is no outbox event (emit it with true, in the "
+        "transaction of the change it announces)");
+  }
+  if (auto bad = envelope_reader_.read(message.content, config_.message_format, envelope_);
+      !bad.empty()) {
+    return error("content " + bad);
+  }
+
+  Event event;
+  event.id = envelope_.id;
+  event.key = envelope_.aggregate_id;
+  event.type = envelope_.type;
+  if (envelope_.payload) {
+    event.value = envelope_.payload;
+  } else if (!config_.tombstone_on_empty_payload) {
+    return error("has no payload");
+  }
+  if (json_ && event.value) {
+    if (const auto code = json_->check(*event.value); code != simdjson::SUCCESS) {
+      return error(std::string("has a payload that is not valid JSON: ") +
+                   simdjson::error_message(code));
+    }
+  }
+  for (std::size_t i = 0; i < message_topic_fields_.size(); ++i) {
+    std::optional<std::string_view> value;
+    switch (message_topic_fields_[i]) {
+      case EnvelopeField::kId:
+        value = envelope_.id;
+        break;
+      case EnvelopeField::kAggregateType:
+        value = envelope_.aggregate_type;
+        break;
+      case EnvelopeField::kAggregateId:
+        value = envelope_.aggregate_id;
+        break;
+      case EnvelopeField::kType:
+        value = envelope_.type;
+        break;
+    }
+    if (!value) {
+      return error("has no " + topic_.columns()[i] + ", which the topic template '" +
+                   topic_.text() + "' references");
+    }
+    topic_values_[i] = *value;
+  }
+  topic_.render(topic_values_, topic_scratch_);
+  if (!is_valid_topic(topic_scratch_)) {
+    return error("renders topic \"" + topic_scratch_ + "\" from template \"" + topic_.text() +
+                 "\", which is not a valid Kafka topic name (1 to 249 characters of "
+                 "[a-zA-Z0-9._-], not \".\" or \"..\")");
+  }
+  event.topic = topic_scratch_;
+  message_headers_.clear();
+  for (const EnvelopeHeader& h : envelope_.headers) message_headers_.push_back({h.name, h.value});
+  event.headers = message_headers_;
   return event;
 }
 

@@ -202,6 +202,29 @@ bool AdminSession::table_exists(const std::string& schema, const std::string& ta
               .empty();
 }
 
+std::vector<std::string> emit_function_sql(const std::string& prefix_literal) {
+  return {
+      "CREATE SCHEMA IF NOT EXISTS outbox",
+      "CREATE OR REPLACE FUNCTION outbox.emit(aggregate_type text, aggregate_id text, type text,\n"
+      "    payload jsonb, headers jsonb DEFAULT '{}', id uuid DEFAULT gen_random_uuid())\n"
+      "RETURNS uuid LANGUAGE sql VOLATILE AS $emit$\n"
+      "  -- Header values are sent as text, whatever their JSON type.\n"
+      "  SELECT pg_catalog.pg_logical_emit_message(true, " +
+          prefix_literal +
+          ", pg_catalog.jsonb_build_object(\n"
+          "    'id', $6, 'aggregatetype', $1, 'aggregateid', $2, 'type', $3, 'payload', $4,\n"
+          "    'headers', COALESCE((SELECT pg_catalog.jsonb_object_agg(h.key, h.value)\n"
+          "                         FROM pg_catalog.jsonb_each_text($5) h), '{}'))::text);\n"
+          "  SELECT $6;\n"
+          "$emit$"};
+}
+
+void AdminSession::create_emit_function(const std::string& prefix) {
+  for (const std::string& sql : emit_function_sql(quote_literal(prefix))) {
+    run(impl_->conn.get(), "create function outbox.emit", sql);
+  }
+}
+
 void AdminSession::create_outbox_table(const std::string& schema, const std::string& table) {
   const std::string what = "create table " + schema + "." + table;
   run(impl_->conn.get(), what,

@@ -53,6 +53,7 @@ std::string SlotBootstrap::what() const {
     case Step::kFindPublication:
       return "inspect publication " + t.publication;
     case Step::kCreatePublication:
+      if (t.table.empty()) return "create publication " + t.publication + " (no tables)";
       return "create publication " + t.publication + " for table " + t.schema + "." + t.table;
     case Step::kFindSlot:
       return "inspect replication slot " + options_.slot;
@@ -178,10 +179,10 @@ boost::asio::awaitable<BootstrapResult> ensure_slot_and_publication(ReplicationC
 
 std::string start_replication_command(const std::string& slot, const std::string& publication,
                                       Lsn start, const QuoteFn& quote_literal,
-                                      const QuoteFn& quote_identifier) {
+                                      const QuoteFn& quote_identifier, bool messages) {
   return "START_REPLICATION SLOT " + quote_identifier(slot) + " LOGICAL " + start.to_string() +
          " (proto_version '1', publication_names " + quote_literal(quote_identifier(publication)) +
-         ")";
+         (messages ? ", messages 'true'" : "") + ")";
 }
 
 }  // namespace outbox::pg

@@ -78,6 +78,8 @@ std::string publication_check_sql(const PublicationTarget& t, const QuoteFn& quo
 }
 
 std::string create_publication_sql(const PublicationTarget& t, const QuoteFn& quote_identifier) {
+  // Messages only: pgoutput still needs a publication, and sends messages whatever it holds.
+  if (t.table.empty()) return "CREATE PUBLICATION " + quote_identifier(t.publication);
   std::string tables = quote_identifier(t.schema) + "." + quote_identifier(t.table);
   for (const auto& [schema, table] : t.more_tables) {
     tables += ", " + quote_identifier(schema) + "." + quote_identifier(table);
@@ -137,6 +139,8 @@ PublicationCheck assess_publication(const PublicationTarget& t, const Rows& rows
                     "let the relay create it by not giving --no-create)";
     return check;
   }
+  // Messages only (no table): the publication has nothing to hide, it only has to exist.
+  if (t.table.empty()) return check;
   if (!tbl) {
     check.problem = "table " + table + " does not exist (create it, or give the outbox with " +
                     "--table SCHEMA.TABLE); publication " + pubname + " cannot publish it";

@@ -82,10 +82,15 @@ void Pipeline::start_from_checkpoint(Lsn lsn) {
 }
 
 std::string Pipeline::table_name() const {
-  std::string name = config_.mapper.schema + "." + config_.mapper.table;
+  std::string name =
+      config_.mapper.table.empty() ? "" : config_.mapper.schema + "." + config_.mapper.table;
   // Several tables: the record does not say which it came from (a delivery report).
   for (const auto& [schema, table] : config_.mapper.more_tables) {
     name += ", " + schema + "." + table;
+  }
+  if (!config_.mapper.message_prefix.empty()) {
+    name += (name.empty() ? "" : " or ") + std::string("logical messages with prefix '") +
+            config_.mapper.message_prefix + "'";
   }
   return name;
 }
@@ -301,19 +306,114 @@ Pipeline::Step Pipeline::produce_insert(const pgoutput::Insert& ins, const pgout
   // Nothing passes a record sent alone before its report: it may yet turn out to be poison.
   if (isolation_inflight_) return Pipeline::Step::kWaitDelivery;
   mapping::MapResult mapped = mapper_.map_insert(ins, commit_time_us_);
-  if (auto* err = std::get_if<mapping::MapError>(&mapped)) {
-    std::string reason = "column " + err->column + " " + err->reason;
-    if (err->column.empty()) reason = err->reason;
-    Poison p{err->id,    err->aggregateid, err->payload,    err->type, err->topic,
-             err->table, reason,           "MAPPING_ERROR", false};
-    return poison_in_stream(p);
-  }
+  if (auto* err = std::get_if<mapping::MapError>(&mapped)) return map_error(*err);
   if (auto* other = std::get_if<mapping::NotOutbox>(&mapped)) {
     count_skip(ins.relid, Skip::kOtherTable, other->table);
     return Pipeline::Step::kDone;
   }
-  const auto& ev = std::get<mapping::Event>(mapped);
+  return produce_event(std::get<mapping::Event>(mapped), false);
+}
+
+Pipeline::Step Pipeline::map_error(const mapping::MapError& err) {
+  std::string reason = "column " + err.column + " " + err.reason;
+  if (err.column.empty()) reason = err.reason;
+  Poison p{err.id,    err.aggregateid, err.payload,     err.type, err.topic,
+           err.table, reason,          "MAPPING_ERROR", false};
+  return poison_in_stream(p);
+}
+
+Pipeline::Step Pipeline::on_message(const pgoutput::LogicalMessage& m, const pgoutput::XLogData&) {
+  // Without --messages the server sends none (messages 'true' is not asked for).
+  if (config_.mapper.message_prefix.empty()) return Pipeline::Step::kDone;
+  if (!m.transactional) {
+    if (m.prefix != config_.mapper.message_prefix) {
+      count_other_prefix(m.prefix);
+      return Pipeline::Step::kDone;
+    }
+    return message_outside_transaction(m);
+  }
+  // A change of the transaction like an insert: counted the same way for resume().
+  if (skipping_txn_) {
+    if (m.prefix == config_.mapper.message_prefix) ++metrics_.resent_inserts_skipped;
+    return Pipeline::Step::kDone;
+  }
+  if (skip_inserts_ > 0) {
+    --skip_inserts_;
+    ++inserts_in_txn_;
+    if (m.prefix == config_.mapper.message_prefix) ++metrics_.resent_inserts_skipped;
+    return Pipeline::Step::kDone;
+  }
+  if (!txn_) {
+    throw FatalError({kExitError, "transactional logical message at " + m.lsn.to_string() +
+                                      " outside a transaction"});
+  }
+  const Step step = produce_message(m);
+  if (step == Pipeline::Step::kDone) ++inserts_in_txn_;
+  return step;
+}
+
+Pipeline::Step Pipeline::produce_message(const pgoutput::LogicalMessage& m) {
+  if (isolation_inflight_) return Pipeline::Step::kWaitDelivery;
+  mapping::MessageMapResult mapped = mapper_.map_message(m);
+  if (auto* err = std::get_if<mapping::MapError>(&mapped)) return map_error(*err);
+  if (auto* other = std::get_if<mapping::OtherPrefix>(&mapped)) {
+    count_other_prefix(other->prefix);
+    return Pipeline::Step::kDone;
+  }
+  return produce_event(std::get<mapping::Event>(mapped), true);
+}
+
+// pgoutput sends a non-transactional message as soon as it is decoded, between transactions.
+// It is a mapping error (fail, or dead-lettered), tracked as a transaction of its own that ends
+// just past the message: confirming that makes the server skip it after a restart.
+Pipeline::Step Pipeline::message_outside_transaction(const pgoutput::LogicalMessage& m) {
+  if (txn_ || skipping_txn_) {
+    throw FatalError({kExitError, "non-transactional logical message at " + m.lsn.to_string() +
+                                      " inside a transaction"});
+  }
+  const Lsn end{m.lsn.value + 1};
+  if (skip_acknowledged_ && end <= tracker_.confirmable()) {
+    ++metrics_.resent_inserts_skipped;
+    return Pipeline::Step::kDone;
+  }
+  if (isolation_inflight_) return Pipeline::Step::kWaitDelivery;
+  commit_lsn_ = m.lsn;
+  commit_time_ms_ = now_unix_ms();
+  txn_ = tracker_.begin(m.lsn, commit_time_ms_);
+  mapping::MessageMapResult mapped = mapper_.map_message(m);
+  const auto* err = std::get_if<mapping::MapError>(&mapped);
+  if (!err) throw std::logic_error("a non-transactional message mapped to an event");
+  const Step step = map_error(*err);
+  if (step != Pipeline::Step::kDone) {
+    // Handed again after the wait: nothing of it stays tracked meanwhile.
+    tracker_.abandon_open();
+    txn_.reset();
+    return step;
+  }
+  tracker_.commit(*txn_, end);
+  txn_.reset();
+  if (end > produced_through_) produced_through_ = end;
+  return Pipeline::Step::kDone;
+}
+
+void Pipeline::count_other_prefix(std::string_view prefix) {
+  if (skipping_txn_) return;
+  ++metrics_.other_prefix_messages;
+  if (logged_prefixes_.size() < 100 && logged_prefixes_.emplace(prefix).second) {
+    log_->info(
+        "event=skipping slot={} reason=other_prefix prefix={}: a logical message of another "
+        "prefix than {}; counted in outbox_relay_ignored_messages_total, logged once",
+        config_.slot, quoted(prefix), quoted(config_.mapper.message_prefix));
+  }
+}
+
+Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
+  const auto source = [&] {
+    return message ? "logical messages with prefix '" + config_.mapper.message_prefix + "'"
+                   : table_name();
+  };
   if (ev.invalid_traceparent) invalid_traceparent_id_ = ev.id;
+  if (headers_.size() < 2 + ev.headers.size()) headers_.resize(2 + ev.headers.size());
   headers_[0] = {"id", ev.id};
   std::size_t nheaders = 1;
   if (ev.type) headers_[nheaders++] = {"type", *ev.type};
@@ -327,7 +427,7 @@ Pipeline::Step Pipeline::produce_insert(const pgoutput::Insert& ins, const pgout
                ev.value,
                ev.type,
                ev.topic,
-               table_name(),
+               source(),
                "parked: an earlier event of aggregate " + std::string(ev.key.value_or("(null)")) +
                    " was dead-lettered, so its later events follow it to the dead-letter "
                    "topic (none may pass it)",
@@ -347,8 +447,8 @@ Pipeline::Step Pipeline::produce_insert(const pgoutput::Insert& ins, const pgout
   // goes in a transaction again (a refused record makes its transaction abort).
   if (!refused_twice_.empty()) {
     if (auto it = refused_twice_.find(ev.id); it != refused_twice_.end()) {
-      Poison p{ev.id,    ev.key,       ev.value,         ev.type,
-               ev.topic, table_name(), it->second.error, it->second.error_name,
+      Poison p{ev.id,    ev.key,   ev.value,         ev.type,
+               ev.topic, source(), it->second.error, it->second.error_name,
                false,    extra};
       refused_twice_.erase(it);
       return poison_in_stream(p);
@@ -376,8 +476,8 @@ Pipeline::Step Pipeline::produce_insert(const pgoutput::Insert& ins, const pgout
         return Pipeline::Step::kWaitDelivery;
       }
       // Rejected before it left the process (e.g. larger than message.max.bytes).
-      Poison p{ev.id,         ev.key,       ev.value, ev.type,
-               ev.topic,      table_name(), pr.error, first_word(pr.error),
+      Poison p{ev.id,         ev.key,   ev.value, ev.type,
+               ev.topic,      source(), pr.error, first_word(pr.error),
                pr.size_error, extra};
       return poison_in_stream(p);
     }
@@ -424,8 +524,10 @@ std::size_t dlq_bytes(const Pipeline::Poison& p) {
 }  // namespace
 
 std::string Pipeline::describe(const Poison& p, Lsn lsn) const {
-  return "event" + (p.id.empty() ? std::string() : " id=" + std::string(p.id)) + " of table " +
-         p.table + (p.original_topic.empty() ? "" : " for topic " + std::string(p.original_topic)) +
+  const bool table = !p.table.starts_with("logical messages");
+  return "event" + (p.id.empty() ? std::string() : " id=" + std::string(p.id)) +
+         (table ? " of table " : " of ") + p.table +
+         (p.original_topic.empty() ? "" : " for topic " + std::string(p.original_topic)) +
          " (transaction commit LSN " + lsn.to_string() + "): " + p.reason;
 }
 

@@ -270,7 +270,8 @@ class Relay::Impl : private Pipeline::Sink {
     const std::string command = pg::start_replication_command(
         config_.slot, config_.publication, start,
         [&](const std::string& v) { return conn_->quote_literal(v); },
-        [&](const std::string& v) { return conn_->quote_identifier(v); });
+        [&](const std::string& v) { return conn_->quote_identifier(v); },
+        !config_.mapper.message_prefix.empty());
     co_await conn_->start_replication(command, config_.connect_timeout);
     // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
     // producer of it) and reads the checkpoint; what the server sends before it is skipped.
@@ -517,8 +518,8 @@ class Relay::Impl : private Pipeline::Sink {
       const pg::BootstrapResult r =
           co_await pg::ensure_slot_and_publication(*conn_, options, config_.connect_timeout);
       if (r.created_publication) {
-        log_->info("event=created_publication publication={} table={}.{}", config_.publication,
-                   m.schema, m.table);
+        log_->info("event=created_publication publication={} table={}", config_.publication,
+                   m.table.empty() ? "none" : m.schema + "." + m.table);
       }
       if (r.created_slot) log_->info("event=created_slot slot={}", config_.slot);
       if (r.refusal) throw FatalError(refused(*r.refusal, r.slot));
@@ -559,7 +560,7 @@ class Relay::Impl : private Pipeline::Sink {
     // what one check says of one table.
     pg::PublicationCheck check;
     std::vector<pg::PublicationTarget> targets = {target};
-    std::string tables = target.schema + "." + target.table;
+    std::string tables = target.table.empty() ? "none" : target.schema + "." + target.table;
     for (const auto& [schema, table] : target.more_tables) {
       targets.push_back({target.publication, schema, table});
       tables += "," + schema + "." + table;

@@ -52,6 +52,9 @@ struct Options {
   // Properties read from --kafka-config; parse_options() puts them before -X's in
   // relay.producer.properties, so that -X overrides them.
   std::vector<std::pair<std::string, std::string>> kafka_config;
+  // --table was given. With --messages and no --table, the relay relays messages only
+  // (relay.mapper.table is then empty).
+  bool table_given = false;
   bool help = false;
   bool version = false;
 };
@@ -64,6 +67,10 @@ struct SetupOptions {
   std::string schema = "public";
   std::string table = "outbox";
   bool create_table = false;
+  // --messages PREFIX: installs outbox.emit(), which emits messages with this prefix; without
+  // --table, no table is needed and the publication is created empty.
+  std::string message_prefix;
+  bool table_given = false;
   bool help = false;
 };
 

@@ -1,4 +1,5 @@
-// Maps decoded pgoutput inserts on the outbox table to Kafka-ready events, with the defaults of
+// Maps decoded pgoutput inserts on the outbox table, and logical messages with the --messages
+// prefix (their content an envelope, envelope.hpp), to Kafka-ready events, with the defaults of
 // Debezium's outbox event router. Owns the relation cache (keyed by relid, replaced on every
 // Relation message). Single-threaded: one Mapper per stream, used from the stream's thread.
 #pragma once
@@ -16,6 +17,7 @@
 #include <variant>
 #include <vector>
 
+#include "outbox/mapping/envelope.hpp"
 #include "outbox/mapping/topic_template.hpp"
 #include "outbox/pgoutput/lsn.hpp"
 #include "outbox/pgoutput/messages.hpp"
@@ -67,6 +69,10 @@ struct MapperConfig {
   // none. An invalid traceparent is not sent (nor the tracestate): Event::invalid_traceparent.
   std::string column_traceparent;
   std::string column_tracestate;
+  // --messages: transactional logical decoding messages with this prefix are events too, their
+  // content an envelope (envelope.hpp); empty: none. An empty `table` then means messages only.
+  std::string message_prefix;
+  MessageFormat message_format = MessageFormat::kAuto;
 };
 
 // A header after id and type: a CloudEvents attribute, the trace context, or a placement.
@@ -118,6 +124,13 @@ struct NotOutbox {
 
 using MapResult = std::variant<Event, MapError, NotOutbox>;
 
+// A logical message with another prefix than --messages (other software uses messages too).
+struct OtherPrefix {
+  std::string_view prefix;
+};
+
+using MessageMapResult = std::variant<Event, MapError, OtherPrefix>;
+
 class Mapper {
  public:
   // Throws std::invalid_argument on an invalid topic template.
@@ -142,6 +155,12 @@ class Mapper {
 
   // Most headers an Event carries (Event::headers).
   std::size_t max_headers() const { return extra_headers_.size(); }
+
+  // Maps a logical message with the configured prefix from its envelope: topic from the
+  // template over the envelope's fields, key the aggregate id, value the payload, headers the
+  // envelope's. A non-transactional message with the prefix, or content that is no envelope, is
+  // a MapError whose payload is the raw content. Views valid until the next call.
+  MessageMapResult map_message(const pgoutput::LogicalMessage& message);
 
   // "schema.table" of a relation announced by a Relation message; empty when never announced.
   std::string_view relation_name(std::uint32_t relid) const;
@@ -186,6 +205,13 @@ class Mapper {
 
   MapperConfig config_;
   TopicTemplate topic_;
+  // Messages: the envelope field of each topic template reference (see map_message()).
+  enum class EnvelopeField : std::uint8_t { kId, kAggregateType, kAggregateId, kType };
+  std::vector<EnvelopeField> message_topic_fields_;
+  EnvelopeReader envelope_reader_;
+  Envelope envelope_;
+  std::vector<ExtraHeader> message_headers_;
+  std::string message_source_;  // "logical messages with prefix 'P'"
   std::unordered_map<std::uint32_t, CachedRelation> relations_;
   std::string topic_scratch_;
   std::vector<std::string_view> topic_values_;

@@ -49,6 +49,13 @@ struct PublicationInfo {
   std::vector<std::string> tables;  // "schema.table"
 };
 
+// The statements that install outbox.emit(aggregate_type text, aggregate_id text, type text,
+// payload jsonb, headers jsonb DEFAULT '{}', id uuid DEFAULT gen_random_uuid()) RETURNS uuid: it
+// emits the JSON envelope with pg_logical_emit_message(true, <prefix>, ...) in the caller's
+// transaction and returns the id. `prefix_literal` is the prefix as a SQL string literal. The
+// same text as sql/outbox_emit.sql with the prefix 'outbox' (a unit test compares them).
+std::vector<std::string> emit_function_sql(const std::string& prefix_literal);
+
 class AdminSession {
  public:
   // Connects (plain connection, not replication). Throws Error with libpq's message.
@@ -84,6 +91,9 @@ class AdminSession {
   bool table_exists(const std::string& schema, const std::string& table);
   // The outbox table with the default columns (those of Debezium's outbox event router).
   void create_outbox_table(const std::string& schema, const std::string& table);
+  // outbox.emit(), which emits an outbox event as a transactional logical message with
+  // `prefix` (emit_function_sql()); replaces an older one.
+  void create_emit_function(const std::string& prefix);
 
  private:
   struct Impl;

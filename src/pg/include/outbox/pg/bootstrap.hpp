@@ -116,9 +116,11 @@ boost::asio::awaitable<BootstrapResult> ensure_slot_and_publication(ReplicationC
 // pgoutput's protocol version 1 (no streaming of transactions in progress), and the publication
 // name quoted as an identifier inside a string literal, as pgoutput parses the option. The server
 // starts at the greater of `start` and the slot's confirmed_flush_lsn, and skips transactions
-// whose commit record begins before it (0/0: the slot's position).
+// whose commit record begins before it (0/0: the slot's position). With `messages`, also
+// messages 'true' (PostgreSQL 14+): logical decoding messages (pg_logical_emit_message) come too,
+// transactional ones inside their transaction.
 std::string start_replication_command(const std::string& slot, const std::string& publication,
                                       Lsn start, const QuoteFn& quote_literal,
-                                      const QuoteFn& quote_identifier);
+                                      const QuoteFn& quote_identifier, bool messages = false);
 
 }  // namespace outbox::pg

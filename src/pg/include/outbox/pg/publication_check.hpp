@@ -20,7 +20,7 @@ namespace outbox::pg {
 struct PublicationTarget {
   std::string publication;
   std::string schema;
-  std::string table;
+  std::string table;  // empty: no table (a relay of logical messages only)
   // Further tables (schema, table) the publication is created for. The check looks at one
   // table: check each with a target of its own.
   std::vector<std::pair<std::string, std::string>> more_tables = {};

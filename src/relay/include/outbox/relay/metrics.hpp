@@ -58,7 +58,9 @@ struct Metrics {
   // Sent again by the server after a reconnect and not produced again: Kafka had acknowledged
   // them (see Pipeline::resume()).
   std::uint64_t resent_transactions_skipped = 0;
-  std::uint64_t resent_inserts_skipped = 0;
+  std::uint64_t resent_inserts_skipped = 0;  // inserts, and logical messages of --messages
+  // --messages: logical messages with another prefix, ignored (other software uses messages).
+  std::uint64_t other_prefix_messages = 0;
   std::uint64_t producer_rewinds = 0;
   // Exactly-once: Kafka transactions committed and aborted, and how long the commits took.
   std::uint64_t kafka_transactions_committed = 0;

@@ -172,6 +172,7 @@ class Pipeline {
   Step on_message(const pgoutput::Delete& d, const pgoutput::XLogData&);
   Step on_message(const pgoutput::Truncate& t, const pgoutput::XLogData&);
   Step on_message(const pgoutput::Insert& ins, const pgoutput::XLogData& x);
+  Step on_message(const pgoutput::LogicalMessage& m, const pgoutput::XLogData& x);
   template <typename M>
   Step on_message(const M&, const pgoutput::XLogData&) {
     // Published only with a user-made publication or unused pgoutput features: nothing to relay.
@@ -179,6 +180,13 @@ class Pipeline {
   }
 
   Step produce_insert(const pgoutput::Insert& ins, const pgoutput::XLogData& x);
+  Step produce_message(const pgoutput::LogicalMessage& m);
+  // A non-transactional message with the prefix: a mapping error, in a transaction of its own.
+  Step message_outside_transaction(const pgoutput::LogicalMessage& m);
+  Step map_error(const mapping::MapError& err);
+  // A mapped event (an insert's or a message's) to its topic. `message`: the source is a message.
+  Step produce_event(const mapping::Event& ev, bool message);
+  void count_other_prefix(std::string_view prefix);
   void count_skip(std::uint32_t relid, Skip skip, std::string_view table);
   void count_invalid_traceparent(std::string_view id);
   Step poison_in_stream(const Poison& p);
@@ -186,7 +194,7 @@ class Pipeline {
   void park(std::optional<std::string_view> key);
   bool is_parked(std::optional<std::string_view> key) const;
   std::string describe(const Poison& p, Lsn lsn) const;
-  std::string table_name() const;
+  std::string table_name() const;  // every source: the tables, and the messages when relayed
   void fail(Fatal f);
 
   struct StringHash {
@@ -234,8 +242,11 @@ class Pipeline {
     std::size_t inserts;
   };
   std::optional<Cut> cut_;
-  std::size_t inserts_in_txn_ = 0;  // inserts of the open transaction handled so far
-  std::size_t skip_inserts_ = 0;    // first inserts of the open transaction already acknowledged
+  // Inserts and logical messages (both are changes pgoutput sends again in the same order)
+  // of the open transaction handled so far, and the first of them already acknowledged.
+  std::size_t inserts_in_txn_ = 0;
+  std::size_t skip_inserts_ = 0;
+  std::unordered_set<std::string, StringHash, std::equal_to<>> logged_prefixes_;
   bool skip_acknowledged_ = false;  // this session continues the history of the last
   bool skipping_txn_ = false;       // the open transaction was acknowledged in full
   // Exactly-once (see kafka_committed()).
@@ -254,7 +265,8 @@ class Pipeline {
   pgoutput::Message msg_;
   pgoutput::Message insert_msg_;
   pgoutput::DecodeError decode_error_;
-  // id, type, then the mapper's headers (CloudEvents, trace context, placements): sized once.
+  // id, type, then the mapper's headers (CloudEvents, trace context, placements): sized once;
+  // grows for a logical message with more headers than that.
   std::vector<kafka::Header> headers_;
 };
 

@@ -1,0 +1,363 @@
+// --messages: logical decoding messages relayed beside (or instead of) outbox inserts, in commit
+// order, with the same confirmation, poison and resume rules.
+#include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "outbox/relay/pipeline.hpp"
+
+namespace outbox::relay {
+namespace {
+
+constexpr std::uint32_t kRelid = 16385;
+using pgoutput::Lsn;
+using Step = Pipeline::Step;
+
+struct Frame {
+  std::vector<std::byte> b;
+  void u8(std::uint8_t v) { b.push_back(static_cast<std::byte>(v)); }
+  void be(std::uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; --i) u8(static_cast<std::uint8_t>(v >> (8 * i)));
+  }
+  void bytes(std::string_view s) {
+    for (char c : s) u8(static_cast<std::uint8_t>(c));
+  }
+  void cstr(std::string_view s) {
+    bytes(s);
+    u8(0);
+  }
+  static Frame xlog(std::uint64_t lsn) {
+    Frame f;
+    f.u8('w');
+    f.be(lsn, 8);
+    f.be(lsn, 8);
+    f.be(0, 8);
+    return f;
+  }
+};
+
+// 2026-12-01 00:00:00 UTC in PostgreSQL's epoch (microseconds since 2000-01-01).
+constexpr std::int64_t kCommitTime = 849'398'400'000'000;
+constexpr std::int64_t kCommitTimeUnixMs = 1'796'083'200'000;
+
+std::vector<std::byte> relation() {
+  Frame f = Frame::xlog(0x100);
+  f.u8('R');
+  f.be(kRelid, 4);
+  f.cstr("public");
+  f.cstr("outbox");
+  f.u8('d');
+  f.be(5, 2);
+  for (const char* name : {"id", "aggregatetype", "aggregateid", "type", "payload"}) {
+    f.u8(0);
+    f.cstr(name);
+    f.be(25, 4);
+    f.be(0xffffffffu, 4);
+  }
+  return f.b;
+}
+
+std::vector<std::byte> begin(std::uint64_t final_lsn) {
+  Frame f = Frame::xlog(final_lsn);
+  f.u8('B');
+  f.be(final_lsn, 8);
+  f.be(static_cast<std::uint64_t>(kCommitTime), 8);
+  f.be(42, 4);
+  return f.b;
+}
+
+std::vector<std::byte> commit(std::uint64_t commit_lsn, std::uint64_t end_lsn) {
+  Frame f = Frame::xlog(commit_lsn);
+  f.u8('C');
+  f.u8(0);
+  f.be(commit_lsn, 8);
+  f.be(end_lsn, 8);
+  f.be(static_cast<std::uint64_t>(kCommitTime), 8);
+  return f.b;
+}
+
+std::vector<std::byte> insert(const std::string& id, const std::string& key) {
+  Frame f = Frame::xlog(0x200);
+  f.u8('I');
+  f.be(kRelid, 4);
+  f.u8('N');
+  f.be(5, 2);
+  for (const std::string& v :
+       {id, std::string("order"), key, std::string("Created"), std::string("{}")}) {
+    f.u8('t');
+    f.be(v.size(), 4);
+    f.bytes(v);
+  }
+  return f.b;
+}
+
+std::string envelope(const std::string& id, const std::string& key,
+                     const std::string& headers = "{}") {
+  return R"({"id": ")" + id + R"(", "aggregatetype": "order", "aggregateid": ")" + key +
+         R"(", "type": "Paid", "payload": {"n": 1}, "headers": )" + headers + "}";
+}
+
+std::vector<std::byte> message(std::string_view content, bool transactional = true,
+                               std::string_view prefix = "outbox", std::uint64_t lsn = 0x300) {
+  Frame f = Frame::xlog(lsn);
+  f.u8('M');
+  f.u8(transactional ? 1 : 0);
+  f.be(lsn, 8);
+  f.cstr(prefix);
+  f.be(content.size(), 4);
+  f.bytes(content);
+  return f.b;
+}
+
+struct Produced {
+  std::string topic;
+  std::optional<std::string> key;
+  std::optional<std::string> value;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::int64_t timestamp_ms;
+  std::uint64_t opaque;
+  std::size_t bytes;
+
+  std::string header(std::string_view name) const {
+    for (const auto& [n, v] : headers) {
+      if (n == name) return v;
+    }
+    return "(none)";
+  }
+};
+
+class RecordingSink : public Pipeline::Sink {
+ public:
+  kafka::ProduceResult produce(const kafka::Record& r, std::uint64_t opaque,
+                               Pipeline::Route) override {
+    if (queue_full) return {kafka::ProduceStatus::kQueueFull, {}, false};
+    Produced p{std::string(r.topic),
+               r.key ? std::optional<std::string>(*r.key) : std::nullopt,
+               r.value ? std::optional<std::string>(*r.value) : std::nullopt,
+               {},
+               r.timestamp_ms,
+               opaque,
+               (r.key ? r.key->size() : 0) + (r.value ? r.value->size() : 0)};
+    for (const auto& h : r.headers) {
+      p.headers.emplace_back(std::string(h.name), std::string(h.value.value_or("")));
+    }
+    records.push_back(std::move(p));
+    return {kafka::ProduceStatus::kQueued, {}, false};
+  }
+  bool stopped() const override { return false; }
+
+  std::vector<Produced> records;
+  bool queue_full = false;
+};
+
+class MessagesTest : public ::testing::Test {
+ protected:
+  MessagesTest() {
+    config_.on_error = OnError::kDlq;
+    config_.dlq_topic = "dlq";
+    config_.mapper.message_prefix = "outbox";
+  }
+
+  Pipeline& pipeline() {
+    if (!pipeline_) {
+      pipeline_.emplace(config_, sink_, metrics_,
+                        std::make_shared<spdlog::logger>(
+                            "test", std::make_shared<spdlog::sinks::null_sink_mt>()));
+      pipeline_->publication_verified(Lsn{~0ULL >> 1});
+    }
+    return *pipeline_;
+  }
+
+  Step step(const std::vector<std::byte>& frame) { return pipeline().on_frame(frame); }
+
+  void ack(const Produced& p) {
+    kafka::Delivery d;
+    d.opaque = p.opaque;
+    d.bytes = p.bytes;
+    d.ok = true;
+    d.topic = p.topic;
+    pipeline().on_delivery(d);
+  }
+
+  std::vector<std::string> ids_from(std::size_t first = 0) const {
+    std::vector<std::string> ids;
+    for (std::size_t i = first; i < sink_.records.size(); ++i) {
+      ids.push_back(sink_.records[i].header("id"));
+    }
+    return ids;
+  }
+
+  RelayConfig config_;
+  RecordingSink sink_;
+  Metrics metrics_;
+  std::optional<Pipeline> pipeline_;
+};
+
+TEST_F(MessagesTest, InterleavedWithInsertsInCommitOrder) {
+  ASSERT_EQ(step(relation()), Step::kDone);
+  for (const auto& frame :
+       {begin(0x1000), insert("e1", "a"), message(envelope("m1", "a", R"({"trace": "t1"})")),
+        insert("e2", "b"), commit(0x1000, 0x1010), begin(0x2000), message(envelope("m2", "b")),
+        commit(0x2000, 0x2010)}) {
+    ASSERT_EQ(step(frame), Step::kDone);
+  }
+  EXPECT_EQ(ids_from(), (std::vector<std::string>{"e1", "m1", "e2", "m2"}));
+  const Produced& m1 = sink_.records[1];
+  EXPECT_EQ(m1.topic, "outbox.event.order");
+  EXPECT_EQ(m1.key, "a");
+  EXPECT_EQ(m1.value, R"({"n": 1})");
+  EXPECT_EQ(m1.header("type"), "Paid");
+  EXPECT_EQ(m1.header("trace"), "t1");
+  EXPECT_EQ(m1.timestamp_ms, kCommitTimeUnixMs) << "the commit time";
+  for (const Produced& p : sink_.records) ack(p);
+  EXPECT_EQ(pipeline().confirmable(), Lsn{0x2010});
+}
+
+TEST_F(MessagesTest, MessagesOnlyNeedNoTable) {
+  config_.mapper.table.clear();
+  for (const auto& frame : {begin(0x1000), message(envelope("m1", "a")), commit(0x1000, 0x1010)}) {
+    ASSERT_EQ(step(frame), Step::kDone);
+  }
+  ASSERT_EQ(ids_from(), std::vector<std::string>{"m1"});
+  EXPECT_EQ(pipeline().confirmable(), Lsn{0}) << "not acknowledged yet";
+  ack(sink_.records[0]);
+  EXPECT_EQ(pipeline().confirmable(), Lsn{0x1010});
+}
+
+TEST_F(MessagesTest, OtherPrefixesAreIgnoredAndCounted) {
+  for (const auto& frame :
+       {begin(0x1000), message("anything", true, "wal2json"), message(envelope("m1", "a")),
+        commit(0x1000, 0x1010), message("x", false, "other")}) {
+    ASSERT_EQ(step(frame), Step::kDone);
+  }
+  EXPECT_EQ(ids_from(), std::vector<std::string>{"m1"});
+  EXPECT_EQ(metrics_.other_prefix_messages, 2u);
+}
+
+TEST_F(MessagesTest, WithoutMessagesNothingIsRelayed) {
+  config_.mapper.message_prefix.clear();
+  for (const auto& frame : {begin(0x1000), message(envelope("m1", "a")), commit(0x1000, 0x1010)}) {
+    ASSERT_EQ(step(frame), Step::kDone);
+  }
+  EXPECT_TRUE(sink_.records.empty());
+}
+
+TEST_F(MessagesTest, NonTransactionalUnderFailStopsWithExitCode3NamingTheLsn) {
+  config_.on_error = OnError::kFail;
+  try {
+    step(message(envelope("m1", "a"), /*transactional=*/false, "outbox", 0xABC0));
+    FAIL() << "a non-transactional message with the prefix must stop the relay";
+  } catch (const FatalError& e) {
+    EXPECT_EQ(e.fatal.code, kExitPoisonEvent);
+    EXPECT_NE(e.fatal.message.find("not transactional"), std::string::npos) << e.fatal.message;
+    EXPECT_NE(e.fatal.message.find("0/ABC0"), std::string::npos) << e.fatal.message;
+  }
+  EXPECT_TRUE(sink_.records.empty());
+}
+
+TEST_F(MessagesTest, NonTransactionalUnderDlqIsDeadLetteredRawAndConfirmedPast) {
+  const std::string content = envelope("m1", "a");
+  ASSERT_EQ(step(message(content, /*transactional=*/false, "outbox", 0xABC0)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 1u);
+  const Produced& dlq = sink_.records[0];
+  EXPECT_EQ(dlq.topic, "dlq");
+  EXPECT_EQ(dlq.value, content) << "the raw content";
+  EXPECT_NE(dlq.header("outbox.error").find("not transactional"), std::string::npos);
+  EXPECT_EQ(dlq.header("outbox.lsn"), "0/ABC0");
+  EXPECT_FALSE(pipeline().in_transaction());
+  EXPECT_EQ(pipeline().confirmable(), Lsn{0});
+  ack(dlq);
+  EXPECT_EQ(pipeline().confirmable(), Lsn{0xABC1}) << "just past the message";
+}
+
+TEST_F(MessagesTest, NonTransactionalWaitsWhenTheQueueIsFull) {
+  sink_.queue_full = true;
+  EXPECT_EQ(step(message("{}", false, "outbox", 0xABC0)), Step::kWaitDelivery);
+  EXPECT_EQ(pipeline().tracker().tracked_transactions(), 0u) << "nothing tracked meanwhile";
+  sink_.queue_full = false;
+  EXPECT_EQ(step(message("{}", false, "outbox", 0xABC0)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 1u);
+  ack(sink_.records[0]);
+  EXPECT_EQ(pipeline().confirmable(), Lsn{0xABC1});
+}
+
+TEST_F(MessagesTest, UnparseableContentIsDeadLetteredRaw) {
+  for (const auto& frame : {begin(0x1000), message("{not json"), message(envelope("m2", "a")),
+                            commit(0x1000, 0x1010)}) {
+    ASSERT_EQ(step(frame), Step::kDone);
+  }
+  ASSERT_EQ(sink_.records.size(), 2u);
+  EXPECT_EQ(sink_.records[0].topic, "dlq");
+  EXPECT_EQ(sink_.records[0].value, "{not json");
+  EXPECT_NE(sink_.records[0].header("outbox.error").find("JSON"), std::string::npos)
+      << sink_.records[0].header("outbox.error");
+  EXPECT_EQ(sink_.records[0].header("outbox.table"), "logical messages with prefix 'outbox'");
+  EXPECT_EQ(sink_.records[1].topic, "outbox.event.order")
+      << "no aggregate was read from the bad content, so none is parked";
+  EXPECT_EQ(metrics_.delivery_errors["MAPPING_ERROR"], 1u);
+}
+
+TEST_F(MessagesTest, UnparseableContentUnderFailStops) {
+  config_.on_error = OnError::kFail;
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  EXPECT_THROW(step(message(R"({"id": "m1"})")), FatalError);
+  EXPECT_TRUE(sink_.records.empty());
+}
+
+// pgoutput sends a transaction's changes, messages included, in the same order every time: a
+// reconnect skips the acknowledged first ones of the cut transaction, messages counted like
+// inserts (other prefixes too).
+TEST_F(MessagesTest, ResumeSkipsTheAcknowledgedMessagesOfTheCutTransaction) {
+  config_.max_inflight_events = 100;
+  ASSERT_EQ(step(relation()), Step::kDone);
+  for (const auto& frame : {begin(0x2000), insert("e1", "a"), message("x", true, "other"),
+                            message(envelope("m1", "a"))}) {
+    ASSERT_EQ(step(frame), Step::kDone);
+  }
+  ASSERT_EQ(ids_from(), (std::vector<std::string>{"e1", "m1"}));
+  ack(sink_.records[0]);
+  ack(sink_.records[1]);
+  pipeline().on_disconnect();
+  pipeline().resume(/*history_continues=*/true);
+  ASSERT_EQ(step(relation()), Step::kDone);
+  for (const auto& frame :
+       {begin(0x2000), insert("e1", "a"), message("x", true, "other"), message(envelope("m1", "a")),
+        message(envelope("m2", "b")), insert("e2", "b"), commit(0x2000, 0x2010)}) {
+    ASSERT_EQ(step(frame), Step::kDone);
+  }
+  EXPECT_EQ(ids_from(2), (std::vector<std::string>{"m2", "e2"}));
+  EXPECT_EQ(metrics_.resent_inserts_skipped, 2u) << "e1 and m1";
+  EXPECT_EQ(metrics_.other_prefix_messages, 1u) << "counted when first sent";
+  ack(sink_.records[2]);
+  ack(sink_.records[3]);
+  EXPECT_EQ(pipeline().confirmable(), Lsn{0x2010});
+}
+
+TEST_F(MessagesTest, ResumeProducesUnacknowledgedMessagesAgain) {
+  config_.max_inflight_events = 100;
+  for (const auto& frame : {begin(0x2000), message(envelope("m1", "a"))}) {
+    ASSERT_EQ(step(frame), Step::kDone);
+  }
+  pipeline().on_disconnect();
+  pipeline().resume(/*history_continues=*/true);
+  for (const auto& frame : {begin(0x2000), message(envelope("m1", "a")), commit(0x2000, 0x2010)}) {
+    ASSERT_EQ(step(frame), Step::kDone);
+  }
+  EXPECT_EQ(ids_from(), (std::vector<std::string>{"m1", "m1"})) << "duplicates, never a gap";
+}
+
+TEST_F(MessagesTest, AcknowledgedNonTransactionalMessageIsNotDeadLetteredAgain) {
+  ASSERT_EQ(step(message("{}", false, "outbox", 0xABC0)), Step::kDone);
+  ack(sink_.records[0]);
+  pipeline().on_disconnect();
+  pipeline().resume(/*history_continues=*/true);
+  ASSERT_EQ(step(message("{}", false, "outbox", 0xABC0)), Step::kDone);
+  EXPECT_EQ(sink_.records.size(), 1u);
+}
+
+}  // namespace
+}  // namespace outbox::relay
