@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "outbox/relay/pipeline.hpp"
+#include "wal_frames.hpp"
 
 namespace outbox::relay {
 namespace {
@@ -20,83 +21,30 @@ namespace {
 constexpr std::uint32_t kRelid = 16390;
 constexpr const char* kTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
-struct Frame {
-  std::vector<std::byte> b;
-  void u8(std::uint8_t v) { b.push_back(static_cast<std::byte>(v)); }
-  void be(std::uint64_t v, int n) {
-    for (int i = n - 1; i >= 0; --i) u8(static_cast<std::uint8_t>(v >> (8 * i)));
-  }
-  void cstr(const std::string& s) {
-    for (char c : s) u8(static_cast<std::uint8_t>(c));
-    u8(0);
-  }
-  void column(const std::optional<std::string>& s) {
-    if (!s) {
-      u8('n');
-      return;
-    }
-    u8('t');
-    be(s->size(), 4);
-    for (char c : *s) u8(static_cast<std::uint8_t>(c));
-  }
-  static Frame xlog(std::uint64_t lsn) {
-    Frame f;
-    f.u8('w');
-    f.be(lsn, 8);
-    f.be(lsn, 8);
-    f.be(0, 8);
-    return f;
-  }
-};
-
 // id, aggregatetype, aggregateid, type, payload (jsonb), traceparent, tracestate, tenant.
 std::vector<std::byte> relation() {
-  Frame f = Frame::xlog(0x100);
-  f.u8('R');
-  f.be(kRelid, 4);
-  f.cstr("public");
-  f.cstr("outbox");
-  f.u8('d');
-  const std::vector<std::pair<std::string, std::uint32_t>> columns = {
-      {"id", 2950},      {"aggregatetype", 25}, {"aggregateid", 25}, {"type", 25},
-      {"payload", 3802}, {"traceparent", 25},   {"tracestate", 25},  {"tenant", 25}};
-  f.be(columns.size(), 2);
-  for (const auto& [name, oid] : columns) {
-    f.u8(0);
-    f.cstr(name);
-    f.be(oid, 4);
-    f.be(0xffffffffu, 4);
-  }
-  return f.b;
+  return wal::relation(kRelid, {{"id", 2950},
+                                {"aggregatetype", 25},
+                                {"aggregateid", 25},
+                                {"type", 25},
+                                {"payload", 3802},
+                                {"traceparent", 25},
+                                {"tracestate", 25},
+                                {"tenant", 25}});
 }
 
 // Commit time 2026-12-01T05:55:23.123456Z, in PostgreSQL's microseconds since 2000-01-01.
 constexpr std::uint64_t kPgCommitTime = 1'796'104'523'123'456ULL - 946'684'800'000'000ULL;
 
 std::vector<std::byte> begin(std::uint64_t final_lsn) {
-  Frame f = Frame::xlog(final_lsn);
-  f.u8('B');
-  f.be(final_lsn, 8);
-  f.be(kPgCommitTime, 8);
-  f.be(42, 4);
-  return f.b;
+  return wal::begin(final_lsn, kPgCommitTime);
 }
 
 std::vector<std::byte> insert(const std::string& id, const std::string& key,
                               std::optional<std::string> type,
                               std::optional<std::string> traceparent) {
-  Frame f = Frame::xlog(0x200);
-  f.u8('I');
-  f.be(kRelid, 4);
-  f.u8('N');
-  f.be(8, 2);
-  for (const auto& v :
-       {std::optional<std::string>(id), std::optional<std::string>("order"),
-        std::optional<std::string>(key), type, std::optional<std::string>("{}"), traceparent,
-        std::optional<std::string>("rojo=1"), std::optional<std::string>("acme")}) {
-    f.column(v);
-  }
-  return f.b;
+  return wal::insert(
+      kRelid, {id, "order", key, std::move(type), "{}", std::move(traceparent), "rojo=1", "acme"});
 }
 
 using Headers = std::vector<std::pair<std::string, std::optional<std::string>>>;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "outbox/relay/pipeline.hpp"
+#include "wal_frames.hpp"
 
 namespace outbox::relay {
 namespace {
@@ -17,82 +18,26 @@ constexpr std::uint32_t kRelid = 16385;
 using pgoutput::Lsn;
 using Step = Pipeline::Step;
 
-struct Frame {
-  std::vector<std::byte> b;
-  void u8(std::uint8_t v) { b.push_back(static_cast<std::byte>(v)); }
-  void be(std::uint64_t v, int n) {
-    for (int i = n - 1; i >= 0; --i) u8(static_cast<std::uint8_t>(v >> (8 * i)));
-  }
-  void bytes(std::string_view s) {
-    for (char c : s) u8(static_cast<std::uint8_t>(c));
-  }
-  void cstr(std::string_view s) {
-    bytes(s);
-    u8(0);
-  }
-  static Frame xlog(std::uint64_t lsn) {
-    Frame f;
-    f.u8('w');
-    f.be(lsn, 8);
-    f.be(lsn, 8);
-    f.be(0, 8);
-    return f;
-  }
-};
-
 // 2026-12-01 00:00:00 UTC in PostgreSQL's epoch (microseconds since 2000-01-01).
 constexpr std::int64_t kCommitTime = 849'398'400'000'000;
 constexpr std::int64_t kCommitTimeUnixMs = 1'796'083'200'000;
 
 std::vector<std::byte> relation() {
-  Frame f = Frame::xlog(0x100);
-  f.u8('R');
-  f.be(kRelid, 4);
-  f.cstr("public");
-  f.cstr("outbox");
-  f.u8('d');
-  f.be(5, 2);
-  for (const char* name : {"id", "aggregatetype", "aggregateid", "type", "payload"}) {
-    f.u8(0);
-    f.cstr(name);
-    f.be(25, 4);
-    f.be(0xffffffffu, 4);
-  }
-  return f.b;
+  return wal::relation(
+      kRelid,
+      {{"id", 25}, {"aggregatetype", 25}, {"aggregateid", 25}, {"type", 25}, {"payload", 25}});
 }
 
 std::vector<std::byte> begin(std::uint64_t final_lsn) {
-  Frame f = Frame::xlog(final_lsn);
-  f.u8('B');
-  f.be(final_lsn, 8);
-  f.be(static_cast<std::uint64_t>(kCommitTime), 8);
-  f.be(42, 4);
-  return f.b;
+  return wal::begin(final_lsn, static_cast<std::uint64_t>(kCommitTime));
 }
 
 std::vector<std::byte> commit(std::uint64_t commit_lsn, std::uint64_t end_lsn) {
-  Frame f = Frame::xlog(commit_lsn);
-  f.u8('C');
-  f.u8(0);
-  f.be(commit_lsn, 8);
-  f.be(end_lsn, 8);
-  f.be(static_cast<std::uint64_t>(kCommitTime), 8);
-  return f.b;
+  return wal::commit(commit_lsn, end_lsn, static_cast<std::uint64_t>(kCommitTime));
 }
 
 std::vector<std::byte> insert(const std::string& id, const std::string& key) {
-  Frame f = Frame::xlog(0x200);
-  f.u8('I');
-  f.be(kRelid, 4);
-  f.u8('N');
-  f.be(5, 2);
-  for (const std::string& v :
-       {id, std::string("order"), key, std::string("Created"), std::string("{}")}) {
-    f.u8('t');
-    f.be(v.size(), 4);
-    f.bytes(v);
-  }
-  return f.b;
+  return wal::insert(kRelid, {id, "order", key, "Created", "{}"});
 }
 
 std::string envelope(const std::string& id, const std::string& key,
@@ -103,14 +48,7 @@ std::string envelope(const std::string& id, const std::string& key,
 
 std::vector<std::byte> message(std::string_view content, bool transactional = true,
                                std::string_view prefix = "outbox", std::uint64_t lsn = 0x300) {
-  Frame f = Frame::xlog(lsn);
-  f.u8('M');
-  f.u8(transactional ? 1 : 0);
-  f.be(lsn, 8);
-  f.cstr(prefix);
-  f.be(content.size(), 4);
-  f.bytes(content);
-  return f.b;
+  return wal::message(content, transactional, prefix, lsn);
 }
 
 struct Produced {

@@ -10,100 +10,28 @@
 #include <string>
 #include <vector>
 
+#include "wal_frames.hpp"
+
 namespace outbox::relay {
 namespace {
 
 constexpr std::uint32_t kRelid = 16385;
 
-struct Frame {
-  std::vector<std::byte> b;
-  void u8(std::uint8_t v) { b.push_back(static_cast<std::byte>(v)); }
-  void be(std::uint64_t v, int n) {
-    for (int i = n - 1; i >= 0; --i) u8(static_cast<std::uint8_t>(v >> (8 * i)));
-  }
-  void cstr(const std::string& s) {
-    for (char c : s) u8(static_cast<std::uint8_t>(c));
-    u8(0);
-  }
-  void column(const std::optional<std::string>& s) {
-    if (!s) {
-      u8('n');
-      return;
-    }
-    u8('t');
-    be(s->size(), 4);
-    for (char c : *s) u8(static_cast<std::uint8_t>(c));
-  }
-  // XLogData header: 'w', walStart, walEnd, sendTime.
-  static Frame xlog(std::uint64_t lsn) {
-    Frame f;
-    f.u8('w');
-    f.be(lsn, 8);
-    f.be(lsn, 8);
-    f.be(0, 8);
-    return f;
-  }
-};
+using wal::begin;
+using wal::Frame;
+using wal::commit;
+using wal::keepalive;
 
 std::vector<std::byte> relation() {
-  Frame f = Frame::xlog(0x100);
-  f.u8('R');
-  f.be(kRelid, 4);
-  f.cstr("public");
-  f.cstr("outbox");
-  f.u8('d');
-  const char* names[] = {"id", "aggregatetype", "aggregateid", "type", "payload"};
-  f.be(5, 2);
-  for (const char* name : names) {
-    f.u8(0);
-    f.cstr(name);
-    f.be(25, 4);
-    f.be(0xffffffffu, 4);
-  }
-  return f.b;
-}
-
-std::vector<std::byte> begin(std::uint64_t final_lsn) {
-  Frame f = Frame::xlog(final_lsn);
-  f.u8('B');
-  f.be(final_lsn, 8);
-  f.be(0, 8);
-  f.be(42, 4);
-  return f.b;
-}
-
-std::vector<std::byte> commit(std::uint64_t commit_lsn, std::uint64_t end_lsn) {
-  Frame f = Frame::xlog(commit_lsn);
-  f.u8('C');
-  f.u8(0);
-  f.be(commit_lsn, 8);
-  f.be(end_lsn, 8);
-  f.be(0, 8);
-  return f.b;
+  return wal::relation(
+      kRelid,
+      {{"id", 25}, {"aggregatetype", 25}, {"aggregateid", 25}, {"type", 25}, {"payload", 25}});
 }
 
 std::vector<std::byte> insert(const std::string& id, std::optional<std::string> key,
                               std::optional<std::string> aggregatetype = "order") {
-  Frame f = Frame::xlog(0x200);
-  f.u8('I');
-  f.be(kRelid, 4);
-  f.u8('N');
-  f.be(5, 2);
-  f.column(id);
-  f.column(aggregatetype);
-  f.column(key);
-  f.column(std::string("Created"));
-  f.column(std::string("{\"id\": \"" + id + "\"}"));
-  return f.b;
-}
-
-std::vector<std::byte> keepalive(std::uint64_t wal_end, bool reply) {
-  Frame f;
-  f.u8('k');
-  f.be(wal_end, 8);
-  f.be(0, 8);
-  f.u8(reply ? 1 : 0);
-  return f.b;
+  return wal::insert(kRelid, {id, std::move(aggregatetype), std::move(key), std::string("Created"),
+                              "{\"id\": \"" + id + "\"}"});
 }
 
 struct Produced {
