@@ -801,11 +801,6 @@ class Relay::Impl : private Pipeline::Sink {
     if (exactly_once()) {
       // A failed record makes the Kafka transaction abortable: nothing of it becomes visible.
       if (c.transactional_id.empty()) c.transactional_id = "outbox-relay." + config_.slot;
-      // The first record after a commit usually meets CONCURRENT_TRANSACTIONS (the coordinator
-      // still writes the markers) and librdkafka waits retry.backoff.ms (100 ms) to add its
-      // partition again: that wait was most of the commit-to-visible latency. 20 ms as the Java
-      // client (KAFKA-5477); first, so that --kafka-config and -X still override it.
-      c.properties.insert(c.properties.begin(), {"retry.backoff.ms", "20"});
     } else {
       c.properties.emplace_back("enable.gapless.guarantee", "true");
     }
