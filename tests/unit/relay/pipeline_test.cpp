@@ -18,8 +18,8 @@ namespace {
 constexpr std::uint32_t kRelid = 16385;
 
 using wal::begin;
-using wal::Frame;
 using wal::commit;
+using wal::Frame;
 using wal::keepalive;
 
 std::vector<std::byte> relation() {
