@@ -55,6 +55,9 @@ constexpr std::chrono::seconds kSettleTimeout{5};
 // transaction sequence numbers stay far below), and how long a transaction call may block.
 constexpr std::uint64_t kCheckpointOpaque = 1ULL << 61;
 constexpr std::chrono::seconds kTxnTimeout{30};
+// Exactly-once: the second transactional.id is the first with this (see make_producers()). No
+// slot name has a '#', so a derived id of one slot never equals the spare of another.
+constexpr const char* kSpareSuffix = "#2";
 
 // Kafka cannot be used for now (exactly-once set-up): the session ends and is retried.
 struct KafkaUnavailable : std::runtime_error {
@@ -81,7 +84,7 @@ class Relay::Impl : private Pipeline::Sink {
         rng_(std::random_device{}()),
         pipeline_(config_, *this, metrics_, log_) {
     // Created here so that a bad -X property fails before anything runs.
-    producer_ = make_producer();
+    make_producers();
   }
 
   awaitable<int> run() {
@@ -160,6 +163,7 @@ class Relay::Impl : private Pipeline::Sink {
     }
     isolation_producer_.reset();
     producer_.reset();
+    spare_.reset();
     if (fatal_) {
       log_->error("event=fatal slot={} exit_code={} confirmed={} error={}", config_.slot,
                   fatal_->code, confirm_lsn().to_string(), quoted(fatal_->message));
@@ -307,7 +311,7 @@ class Relay::Impl : private Pipeline::Sink {
   // A newer producer of the transactional.id (a relay that took the slot over) fenced this one.
   void fail_fenced(const std::string& error) {
     fail({kExitError, "fenced: another producer initialised transactional.id " +
-                          transactional_id() +
+                          transactional_id() + " or " + transactional_id() + kSpareSuffix +
                           " (a relay that took over this slot); this one stops without "
                           "committing: " +
                           error});
@@ -322,14 +326,20 @@ class Relay::Impl : private Pipeline::Sink {
   // io_context while Kafka answers. Throws KafkaUnavailable (retried) or FatalError.
   void prepare_transactions() {
     if (!txn_ready_) {
-      const kafka::TxnResult r = producer_->init_transactions(kTxnTimeout);
-      if (!r.ok()) {
-        throw KafkaUnavailable("initialising Kafka transactions of transactional.id " +
-                               transactional_id() + ": " + r.error);
+      // In order, each once (librdkafka refuses a second init_transactions): a retry after the
+      // first succeeded goes on with the second. No swap happens before both are ready.
+      for (; txn_initialised_ < 2; ++txn_initialised_) {
+        kafka::Producer& p = txn_initialised_ == 0 ? *producer_ : *spare_;
+        const std::string id = transactional_id() + (txn_initialised_ == 0 ? "" : kSpareSuffix);
+        const kafka::TxnResult r = p.init_transactions(kTxnTimeout);
+        if (!r.ok()) {
+          throw KafkaUnavailable("initialising Kafka transactions of transactional.id " + id +
+                                 ": " + r.error);
+        }
       }
       txn_ready_ = true;
-      log_->info("event=transactions_ready slot={} transactional_id={}", config_.slot,
-                 transactional_id());
+      log_->info("event=transactions_ready slot={} transactional_id={} spare={}{}", config_.slot,
+                 transactional_id(), transactional_id(), kSpareSuffix);
     }
     if (!checkpoint_read_) {
       const std::string error =
@@ -373,6 +383,12 @@ class Relay::Impl : private Pipeline::Sink {
     txn_open_ = true;
     txn_records_ = 0;
     txn_started_ = Clock::now();
+    checkpoint_error_.reset();
+  }
+
+  // The checkpoint record, key and value.
+  kafka::Record checkpoint_record(const std::string& key, const std::string& value) const {
+    return kafka::Record{config_.checkpoint_topic, key, value, {}, 0};
   }
 
   // A Kafka transaction may end here: one is open, no PostgreSQL transaction is (a Kafka
@@ -389,8 +405,7 @@ class Relay::Impl : private Pipeline::Sink {
     const Lsn through = pipeline_.produced_through();
     const std::string key = checkpoint_key();
     const std::string value = through.to_string();
-    const kafka::Record rec{config_.checkpoint_topic, key, value, {}, 0};
-    checkpoint_error_.reset();
+    const kafka::Record rec = checkpoint_record(key, value);
     committing_ = true;
     for (;;) {
       const kafka::ProduceResult pr = producer_->produce(rec, kCheckpointOpaque);
@@ -427,6 +442,7 @@ class Relay::Impl : private Pipeline::Sink {
         ++metrics_.kafka_transactions_committed;
         pipeline_.kafka_committed(through);
         confirm_soon();
+        std::swap(producer_, spare_);
         begin_kafka_transaction();
         co_return;
       case kafka::TxnOutcome::kFenced:
@@ -783,6 +799,16 @@ class Relay::Impl : private Pipeline::Sink {
   // Pipeline::Sink over the two producers.
   kafka::ProduceResult produce(const kafka::Record& record, std::uint64_t opaque,
                                Pipeline::Route route) override {
+    if (exactly_once() && txn_records_ == 0) {
+      // The checkpoint's partition joins the Kafka transaction with its first record, in the
+      // same AddPartitionsToTxn round trip, not at the commit: the record repeats the last
+      // committed checkpoint, and the commit's own record, later in the partition, supersedes it.
+      // A failure makes the transaction abortable; a full queue only loses the head start.
+      const kafka::ProduceResult pr = producer_->produce(
+          checkpoint_record(checkpoint_key(), pipeline_.kafka_committed().to_string()),
+          kCheckpointOpaque);
+      if (pr.status == kafka::ProduceStatus::kFailed) checkpoint_error_ = pr.error;
+    }
     ++txn_records_;
     // Exactly-once: every record goes in the transaction (nothing else is in flight anyway).
     return route == Pipeline::Route::kAlone && !exactly_once()
@@ -794,13 +820,24 @@ class Relay::Impl : private Pipeline::Sink {
   // The producer: idempotent, and stopping at the first refused batch rather than letting later
   // records of its partition pass the refused ones (enable.gapless.guarantee, set last so that
   // -X cannot turn it off). See begin_rewind().
-  std::unique_ptr<kafka::Producer> make_producer() {
+  // Exactly-once: two transactional producers, `transactional_id()` and the same with
+  // kSpareSuffix, which take turns, one Kafka transaction each, committed one after the other.
+  // With one, the next transaction's first AddPartitionsToTxn usually reached the coordinator
+  // while it still wrote the last commit's markers: CONCURRENT_TRANSACTIONS, and librdkafka
+  // retries after a fixed 20 ms. The other producer's id has no transaction completing.
+  void make_producers() {
+    producer_ = make_producer("");
+    if (exactly_once()) spare_ = make_producer(kSpareSuffix);
+  }
+
+  std::unique_ptr<kafka::Producer> make_producer(const std::string& suffix) {
     kafka::ProducerConfig c = config_.producer;
     txn_ready_ = false;
+    txn_initialised_ = 0;
     txn_open_ = false;
     if (exactly_once()) {
       // A failed record makes the Kafka transaction abortable: nothing of it becomes visible.
-      if (c.transactional_id.empty()) c.transactional_id = "outbox-relay." + config_.slot;
+      c.transactional_id = transactional_id() + suffix;
     } else {
       c.properties.emplace_back("enable.gapless.guarantee", "true");
     }
@@ -843,7 +880,7 @@ class Relay::Impl : private Pipeline::Sink {
   // lost after a broker restart): what was not acknowledged is sent again from the confirmed
   // position by a new producer; nothing is lost, nothing passes an earlier record.
   void on_producer_fatal(const std::string& message) {
-    if (exactly_once() && producer_ && producer_->fenced()) {
+    if (exactly_once() && ((producer_ && producer_->fenced()) || (spare_ && spare_->fenced()))) {
       fail_fenced(message);
       return;
     }
@@ -876,7 +913,8 @@ class Relay::Impl : private Pipeline::Sink {
   void rewind() {
     isolation_producer_.reset();
     producer_.reset();  // reports still due are dropped: those records are sent again
-    producer_ = make_producer();
+    spare_.reset();
+    make_producers();
     pipeline_.rewound();
     rewind_signalled_ = false;
   }
@@ -969,6 +1007,7 @@ class Relay::Impl : private Pipeline::Sink {
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<kafka::Producer> producer_;
   std::unique_ptr<kafka::Producer> isolation_producer_;  // created on the first refused batch
+  std::unique_ptr<kafka::Producer> spare_;  // exactly-once: see make_producers()
   std::unique_ptr<pg::ReplicationConnection> conn_;
   asio::steady_timer wake_;
   asio::steady_timer pace_timer_;  // the read pause of stream()
@@ -995,6 +1034,7 @@ class Relay::Impl : private Pipeline::Sink {
   // Exactly-once: transactions initialised on producer_; a Kafka transaction open, since when,
   // with how many records; waiting for the reports of a commit; the checkpoint read at start.
   bool txn_ready_ = false;
+  int txn_initialised_ = 0;  // how many of producer_, spare_ (in that order) are initialised
   bool txn_open_ = false;
   Clock::time_point txn_started_;
   std::size_t txn_records_ = 0;
