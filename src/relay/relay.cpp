@@ -1007,7 +1007,7 @@ class Relay::Impl : private Pipeline::Sink {
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<kafka::Producer> producer_;
   std::unique_ptr<kafka::Producer> isolation_producer_;  // created on the first refused batch
-  std::unique_ptr<kafka::Producer> spare_;  // exactly-once: see make_producers()
+  std::unique_ptr<kafka::Producer> spare_;               // exactly-once: see make_producers()
   std::unique_ptr<pg::ReplicationConnection> conn_;
   asio::steady_timer wake_;
   asio::steady_timer pace_timer_;  // the read pause of stream()
