@@ -679,7 +679,8 @@ Table run_flags(Options& o) {
                     "whole PostgreSQL transactions and a checkpoint (read them with\n"
                     "isolation.level=read_committed)"),
       flags::text("--transactional-id", "ID", r.producer.transactional_id,
-                  "transactional.id for --delivery exactly-once (default outbox-relay.SLOT)"),
+                  "transactional.id for --delivery exactly-once (default outbox-relay.SLOT);\n"
+                  "the relay also uses ID#2 (two producers take turns)"),
       flags::name("--checkpoint-topic", r.checkpoint_topic,
                   "compacted topic of --delivery exactly-once's checkpoints (default\n"
                   "outbox-relay.checkpoints)"),

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
+#include <exception>
 #include <optional>
 #include <random>
 #include <unordered_set>
@@ -125,6 +128,7 @@ class Relay::Impl : private Pipeline::Sink {
       if (exactly_once() && txn_open_ && !stopping_ && !fatal_ && !pipeline_.rewinding()) {
         co_await end_transaction_at_disconnect();
       }
+      co_await end_background_check();
       pipeline_.on_disconnect();
       conn_.reset();
       catalog_.reset();
@@ -241,6 +245,7 @@ class Relay::Impl : private Pipeline::Sink {
   }
 
   awaitable<void> session(bool& streamed) {
+    check_error_ = nullptr;
     conn_ = std::make_unique<pg::ReplicationConnection>(io_.get_executor());
     co_await conn_->connect(config_.conninfo, config_.connect_timeout);
     pg::SystemInfo sys = co_await conn_->identify_system(config_.connect_timeout);
@@ -670,9 +675,39 @@ class Relay::Impl : private Pipeline::Sink {
     check_due_ = false;
   }
 
+  // The periodic check runs beside the stream, on the catalog connection: reading, producing and
+  // committing go on meanwhile (on a busy server the two queries take tens of milliseconds, and
+  // the stream stood still twice a second). The check only moves the verified position, which
+  // caps what is confirmed; a check that fails ends the session from stream().
+  void start_background_check() {
+    check_running_ = true;
+    asio::co_spawn(io_, background_check(), asio::detached);
+  }
+
+  awaitable<void> background_check() {
+    try {
+      co_await periodic_check();
+    } catch (...) {
+      if (!leaving()) check_error_ = std::current_exception();
+    }
+    check_running_ = false;
+    if (check_error_ && reading_wait_ && conn_) conn_->cancel();  // stream() ends the session
+    if (waiting_) wake_.cancel();
+  }
+
+  // Before the catalog connection goes or is used by something else: the check under way ends.
+  awaitable<void> await_background_check(bool cancel) {
+    if (!check_running_) co_return;
+    if (cancel && catalog_) catalog_->cancel();
+    while (check_running_) co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
+  }
+  awaitable<void> end_background_check() { return await_background_check(true); }
+
   // A relation the last check did not know, while the outbox is partitioned: read the catalog
   // again (it may be a partition created since), and whether the relation still exists.
   awaitable<void> resolve_relation(std::uint32_t relid) {
+    co_await await_background_check(false);  // it may know the relation; one user of catalog_
+    if (pipeline_.in_outbox_tree(relid)) co_return;
     co_await check_publication();
     if (pipeline_.in_outbox_tree(relid)) co_return;
     pg::Rows rows = co_await catalog_->exec(
@@ -686,10 +721,10 @@ class Relay::Impl : private Pipeline::Sink {
     ReadPacer pacer(config_.read_pause);
     for (;;) {
       if (leaving()) co_return;
+      if (check_error_) std::rethrow_exception(std::exchange(check_error_, nullptr));
       if (check_due_) {
         check_due_ = false;
-        co_await periodic_check();
-        continue;
+        if (!check_running_) start_background_check();  // a running one schedules the next
       }
       if (exactly_once() &&
           commit_due(Clock::now() - txn_started_ >= config_.transaction_interval ||
@@ -735,7 +770,8 @@ class Relay::Impl : private Pipeline::Sink {
           reading_wait_ = false;
         } catch (const boost::system::system_error& e) {
           reading_wait_ = false;
-          if (e.code() != asio::error::operation_aborted || !(leaving() || check_due_)) {
+          if (e.code() != asio::error::operation_aborted ||
+              !(leaving() || check_due_ || check_error_)) {
             throw;
           }
         }
@@ -1024,7 +1060,9 @@ class Relay::Impl : private Pipeline::Sink {
   Clock::time_point last_check_;
   bool check_armed_ = false;
   bool check_due_ = false;
-  bool reading_wait_ = false;  // stream() waits on the replication socket
+  bool check_running_ = false;      // a periodic check runs beside the stream
+  std::exception_ptr check_error_;  // how it failed: stream() rethrows it
+  bool reading_wait_ = false;       // stream() waits on the replication socket
   bool waiting_ = false;
   bool stopping_ = false;
   bool had_slot_ = false;
