@@ -13,6 +13,7 @@
 #include <boost/system/system_error.hpp>
 #include <charconv>
 #include <chrono>
+#include <map>
 
 #include "libpq_handles.hpp"
 #include "outbox/pgoutput/wire.hpp"
@@ -49,6 +50,7 @@ struct ReplicationConnection::Impl : std::enable_shared_from_this<Impl> {
   asio::steady_timer deadline;
   BufferHandle copy_buffer;
   bool flushing = false;
+  std::map<std::string, std::string> prepared;  // exec_prepared(): name -> statement
 
   void attach_socket() {
     detach_socket();
@@ -189,33 +191,70 @@ awaitable<void> ReplicationConnection::connect(const std::string& conninfo, Dura
   }
 }
 
+namespace {
+
+// The rows of a query's result, as text; throws for a result that is not rows or a completion.
+Rows rows_of(PGconn* c, const PGresult* r, const std::string& sql) {
+  ExecStatusType st = PQresultStatus(r);
+  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+    throw pq_unexpected_result(c, r, "\"" + sql + "\"", "rows or a command completion");
+  }
+  Rows rows;
+  int n = PQntuples(r), m = PQnfields(r);
+  rows.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    Row row;
+    row.reserve(static_cast<std::size_t>(m));
+    for (int j = 0; j < m; ++j) {
+      if (PQgetisnull(r, i, j)) {
+        row.emplace_back(std::nullopt);
+      } else {
+        row.emplace_back(
+            std::string(PQgetvalue(r, i, j), static_cast<std::size_t>(PQgetlength(r, i, j))));
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace
+
 awaitable<Rows> ReplicationConnection::exec(const std::string& sql, Duration timeout) {
   auto until = std::chrono::steady_clock::now() + timeout;
   PGconn* c = impl_->conn.get();
   if (!PQsendQuery(c, sql.c_str())) throw conn_error(c, "sending \"" + sql + "\"");
   co_await impl_->flush_all(until, "sending a query");
   ResultHandle r = co_await impl_->get_result(until, "running a query");
-  ExecStatusType st = PQresultStatus(r.get());
-  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-    throw pq_unexpected_result(c, r.get(), "\"" + sql + "\"", "rows or a command completion");
+  co_return rows_of(c, r.get(), sql);
+}
+
+awaitable<Rows> ReplicationConnection::exec_prepared(const std::string& name,
+                                                     const std::string& sql, Duration timeout) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  PGconn* c = impl_->conn.get();
+  auto [it, fresh] = impl_->prepared.try_emplace(name, sql);
+  if (!fresh && it->second != sql) {
+    throw std::logic_error("prepared statement " + name + " reused for another statement");
   }
-  Rows rows;
-  int n = PQntuples(r.get()), m = PQnfields(r.get());
-  rows.reserve(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    Row row;
-    row.reserve(static_cast<std::size_t>(m));
-    for (int j = 0; j < m; ++j) {
-      if (PQgetisnull(r.get(), i, j)) {
-        row.emplace_back(std::nullopt);
-      } else {
-        row.emplace_back(std::string(PQgetvalue(r.get(), i, j),
-                                     static_cast<std::size_t>(PQgetlength(r.get(), i, j))));
-      }
+  if (fresh) {
+    if (!PQsendPrepare(c, name.c_str(), sql.c_str(), 0, nullptr)) {
+      impl_->prepared.erase(it);
+      throw conn_error(c, "preparing \"" + sql + "\"");
     }
-    rows.push_back(std::move(row));
+    co_await impl_->flush_all(until, "preparing a query");
+    ResultHandle p = co_await impl_->get_result(until, "preparing a query");
+    if (PQresultStatus(p.get()) != PGRES_COMMAND_OK) {
+      impl_->prepared.erase(name);
+      throw pq_unexpected_result(c, p.get(), "preparing \"" + sql + "\"", "a command completion");
+    }
   }
-  co_return rows;
+  if (!PQsendQueryPrepared(c, name.c_str(), 0, nullptr, nullptr, nullptr, 0)) {
+    throw conn_error(c, "sending \"" + sql + "\"");
+  }
+  co_await impl_->flush_all(until, "sending a query");
+  ResultHandle r = co_await impl_->get_result(until, "running a query");
+  co_return rows_of(c, r.get(), sql);
 }
 
 awaitable<SystemInfo> ReplicationConnection::identify_system(Duration timeout) {

@@ -407,7 +407,7 @@ class Relay::Impl : private Pipeline::Sink {
   // transaction in it) goes in, every report is awaited, then the commit; the slot may then be
   // confirmed through the checkpoint. A failure aborts and rewinds to the last commit.
   awaitable<void> commit_kafka_transaction() {
-    const Lsn through = pipeline_.produced_through();
+    const Lsn through = std::max(pipeline_.produced_through(), pipeline_.kafka_committed());
     const std::string key = checkpoint_key();
     const std::string value = through.to_string();
     const kafka::Record rec = checkpoint_record(key, value);
@@ -467,9 +467,13 @@ class Relay::Impl : private Pipeline::Sink {
   // The session ended with a Kafka transaction open: it commits when it holds whole PostgreSQL
   // transactions, else it is aborted and the relay rewinds to the last commit. Either way a
   // relay fenced meanwhile (a successor holds the slot) learns it here and stops.
+  // Between two PostgreSQL transactions it commits even with nothing new in it (then its one
+  // record repeats the last checkpoint): the commit is also the probe by which a relay frozen
+  // and taken over learns it was fenced, and a transaction just begun has not met the
+  // coordinator yet.
   awaitable<void> end_transaction_at_disconnect() {
     if (!pipeline_.in_transaction()) {
-      if (commit_due(true)) co_await commit_kafka_transaction();
+      co_await commit_kafka_transaction();
       co_return;
     }
     ++metrics_.kafka_transactions_aborted;
@@ -586,8 +590,11 @@ class Relay::Impl : private Pipeline::Sink {
       targets.push_back({target.publication, schema, table});
       tables += "," + schema + "." + table;
     }
-    for (const pg::PublicationTarget& one : targets) {
-      pg::Rows rows = co_await catalog_->exec(
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      const pg::PublicationTarget& one = targets[i];
+      // Prepared: planning this statement costs the server several times what running it does.
+      pg::Rows rows = co_await catalog_->exec_prepared(
+          "outbox_relay_check_" + std::to_string(i),
           pg::publication_check_sql(
               one, [&](const std::string& v) { return catalog_->quote_literal(v); }),
           timeout);

@@ -1186,5 +1186,35 @@ TEST_F(ExactlyOnce, FrozenRelayIsFenced) {
   EXPECT_TRUE(successor.is_running());
 }
 
+// The same takeover while the first relay is idle: every event committed in Kafka, and the
+// Kafka transaction it holds open is empty (begun, never sent to the coordinator). Woken, it must
+// still learn that it was fenced and stop, not wait as a standby that could never commit.
+TEST_F(ExactlyOnce, IdleFrozenRelayIsFenced) {
+  create_outbox_table();
+  RelayProcess& zombie = start_eos_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(zombie));
+  KafkaReader reader(brokers_, {topic_});
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 1, 100, false));
+  ASSERT_TRUE(reader.read_until([](const auto& r) { return r.size() >= 100; }, 60s));
+  expect_confirmed_reaches(pg_->current_wal_lsn(), 60s);
+  ASSERT_EQ(::kill(zombie.pid(), SIGSTOP), 0);
+  ScopeGuard wake([&] { ::kill(zombie.pid(), SIGCONT); });
+  pg_->exec(
+      "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '" +
+      slot_ + "'");
+  RelayProcess& successor = start_eos_relay();
+  ASSERT_TRUE(wait_until([&] { return count_in_file(successor.log_path(), "event=streaming") > 0; },
+                         60s, 50ms))
+      << "the successor did not take the slot";
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 101, 100, false));
+  ASSERT_EQ(::kill(zombie.pid(), SIGCONT), 0);
+  const auto code = zombie.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the fenced relay did not stop (standby for ever)";
+  EXPECT_NE(*code, 0);
+  EXPECT_GE(count_in_file(zombie.log_path(), "fenced"), 1u) << "no fencing in the zombie's log";
+  ASSERT_NO_FATAL_FAILURE(expect_exactly_once(reader, 180s));
+  EXPECT_TRUE(successor.is_running());
+}
+
 }  // namespace
 }  // namespace outbox_test::fault

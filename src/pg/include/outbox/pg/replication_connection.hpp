@@ -51,6 +51,11 @@ class ReplicationConnection {
 
   // Runs one statement with the simple query protocol; returns its rows as text.
   boost::asio::awaitable<Rows> exec(const std::string& sql, Duration timeout);
+  // The same for a statement run again and again (plain connections only): prepared under
+  // `name` on its first run on this connection, so the server plans it once. A statement of
+  // many joins over catalog views costs more to plan than to run.
+  boost::asio::awaitable<Rows> exec_prepared(const std::string& name, const std::string& sql,
+                                             Duration timeout);
 
   boost::asio::awaitable<SystemInfo> identify_system(Duration timeout);
 
