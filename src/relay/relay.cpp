@@ -660,7 +660,9 @@ class Relay::Impl : private Pipeline::Sink {
   // Arms the check timer: soon while the confirmed position waits for a check, else at the
   // check interval.
   void schedule_check() {
-    if (!conn_ || leaving()) return;
+    // A check under way schedules the next when it ends: a timer armed meanwhile would be due at
+    // once (its gap counts from the last check's end) and wake the stream for nothing.
+    if (!conn_ || leaving() || check_running_) return;
     const bool waiting_for_check = pipeline_.waiting_for_check();
     const auto due =
         last_check_ + (waiting_for_check ? kMinCheckGap : config_.publication_check_interval);
@@ -698,6 +700,7 @@ class Relay::Impl : private Pipeline::Sink {
       if (!leaving()) check_error_ = std::current_exception();
     }
     check_running_ = false;
+    if (!check_error_) schedule_check();
     if (check_error_ && reading_wait_ && conn_) conn_->cancel();  // stream() ends the session
     if (waiting_) wake_.cancel();
   }
