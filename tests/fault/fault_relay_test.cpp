@@ -1077,6 +1077,29 @@ class ExactlyOnce : public FaultTest {
     figure("duplicates", static_cast<std::int64_t>(check.duplicates));
     EXPECT_EQ(check.duplicates, 0u) << "an event is visible twice to a read_committed consumer";
   }
+
+  // Freezes `zombie` (SIGSTOP), ends its walsender (as wal_sender_timeout would) and starts a
+  // successor, which takes the slot and so fences the zombie's transactional.ids.
+  void take_over_from_frozen(RelayProcess& zombie, RelayProcess*& successor) {
+    ASSERT_EQ(::kill(zombie.pid(), SIGSTOP), 0);
+    pg_->exec(
+        "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '" +
+        slot_ + "'");
+    successor = &start_eos_relay();
+    ASSERT_TRUE(wait_until(
+        [&] { return count_in_file(successor->log_path(), "event=streaming") > 0; }, 60s, 50ms))
+        << "the successor did not take the slot";
+  }
+
+  // Woken (SIGCONT), the zombie commits nothing more: it learns it was fenced and stops, rather
+  // than waiting for ever as a standby whose producers can never commit.
+  void wake_and_expect_fenced(RelayProcess& zombie) {
+    ASSERT_EQ(::kill(zombie.pid(), SIGCONT), 0);
+    const auto code = zombie.wait_exit(60s);
+    ASSERT_TRUE(code.has_value()) << "the fenced relay did not stop";
+    EXPECT_NE(*code, 0);
+    EXPECT_GE(count_in_file(zombie.log_path(), "fenced"), 1u) << "no fencing in the zombie's log";
+  }
 };
 
 // Relay crash loop: kill -9 at random moments of a mixed workload (rolled-back transactions too).
@@ -1167,23 +1190,13 @@ TEST_F(ExactlyOnce, FrozenRelayIsFenced) {
   KafkaReader reader(brokers_, {topic_});
   Workload& load = start_workload(plan_uniform(scaled(400, 60), 10), 10s, 50);
   ASSERT_TRUE(reader.read_until([](const auto& r) { return r.size() >= 200; }, 60s));
-  ASSERT_EQ(::kill(zombie.pid(), SIGSTOP), 0);
   ScopeGuard wake([&] { ::kill(zombie.pid(), SIGCONT); });
-  pg_->exec(
-      "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '" +
-      slot_ + "'");
-  RelayProcess& successor = start_eos_relay();
-  ASSERT_TRUE(wait_until([&] { return count_in_file(successor.log_path(), "event=streaming") > 0; },
-                         60s, 50ms))
-      << "the successor did not take the slot";
+  RelayProcess* successor = nullptr;
+  ASSERT_NO_FATAL_FAILURE(take_over_from_frozen(zombie, successor));
   load.join();
-  ASSERT_EQ(::kill(zombie.pid(), SIGCONT), 0);
-  const auto code = zombie.wait_exit(60s);
-  ASSERT_TRUE(code.has_value()) << "the fenced relay did not stop";
-  EXPECT_NE(*code, 0);
-  EXPECT_GE(count_in_file(zombie.log_path(), "fenced"), 1u) << "no fencing in the zombie's log";
+  ASSERT_NO_FATAL_FAILURE(wake_and_expect_fenced(zombie));
   ASSERT_NO_FATAL_FAILURE(expect_exactly_once(reader, 180s));
-  EXPECT_TRUE(successor.is_running());
+  EXPECT_TRUE(successor->is_running());
 }
 
 // The same takeover while the first relay is idle: every event committed in Kafka, and the
@@ -1197,23 +1210,13 @@ TEST_F(ExactlyOnce, IdleFrozenRelayIsFenced) {
   pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 1, 100, false));
   ASSERT_TRUE(reader.read_until([](const auto& r) { return r.size() >= 100; }, 60s));
   expect_confirmed_reaches(pg_->current_wal_lsn(), 60s);
-  ASSERT_EQ(::kill(zombie.pid(), SIGSTOP), 0);
   ScopeGuard wake([&] { ::kill(zombie.pid(), SIGCONT); });
-  pg_->exec(
-      "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '" +
-      slot_ + "'");
-  RelayProcess& successor = start_eos_relay();
-  ASSERT_TRUE(wait_until([&] { return count_in_file(successor.log_path(), "event=streaming") > 0; },
-                         60s, 50ms))
-      << "the successor did not take the slot";
+  RelayProcess* successor = nullptr;
+  ASSERT_NO_FATAL_FAILURE(take_over_from_frozen(zombie, successor));
   pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 101, 100, false));
-  ASSERT_EQ(::kill(zombie.pid(), SIGCONT), 0);
-  const auto code = zombie.wait_exit(60s);
-  ASSERT_TRUE(code.has_value()) << "the fenced relay did not stop (standby for ever)";
-  EXPECT_NE(*code, 0);
-  EXPECT_GE(count_in_file(zombie.log_path(), "fenced"), 1u) << "no fencing in the zombie's log";
+  ASSERT_NO_FATAL_FAILURE(wake_and_expect_fenced(zombie));
   ASSERT_NO_FATAL_FAILURE(expect_exactly_once(reader, 180s));
-  EXPECT_TRUE(successor.is_running());
+  EXPECT_TRUE(successor->is_running());
 }
 
 }  // namespace
