@@ -187,3 +187,13 @@ Table mapping_flags(mapping::MapperConfig& config, std::string table_help);
 void check_mapping(const mapping::MapperConfig& config);
 
 }  // namespace outbox::app::flags
+
+namespace outbox::app::flags {
+
+// The rows of a command's table, built over throwaway options, handed to `visit` (for the
+// reference pages, reference.cpp). Defined in options.cpp; reconcile's rows come from
+// reconcile_table (reconcile_options.cpp).
+void visit_table(Command command, const std::function<void(const Table&)>& visit);
+Table reconcile_table(ReconcileOptions& options);
+
+}  // namespace outbox::app::flags

@@ -866,7 +866,8 @@ std::string usage() {
 confirming the replication slot only after the broker acknowledged every event up to it.
 
 usage: outbox-relay [run] --pg CONNINFO --brokers HOST:PORT[,...] [flags]
-       outbox-relay setup|status|drop|prune --pg CONNINFO [flags]   (see outbox-relay COMMAND --help)
+       outbox-relay setup|status|drop|reconcile|prune --pg CONNINFO [flags]
+                                         (see outbox-relay COMMAND --help)
 
 commands:
 )" + commands +
@@ -874,8 +875,9 @@ commands:
 flags of run:
 )" + flag_help(run_flags) +
          R"(
-environment: every flag --NAME-X but -X, --help and --version can also be set as OUTBOX_RELAY_NAME_X
-(e.g. OUTBOX_RELAY_KAFKA_CONFIG, OUTBOX_RELAY_PG); the command line wins. libpq reads PGPASSWORD
+environment: every flag --NAME-X but -X and --additional-placement (repeatable), --help, --version,
+drop --yes and reconcile --repair can also be set as OUTBOX_RELAY_NAME_X (e.g.
+OUTBOX_RELAY_KAFKA_CONFIG, OUTBOX_RELAY_PG); the command line wins. libpq reads PGPASSWORD
 and PGPASSFILE (~/.pgpass) for the --pg password.
 
 exit codes: 0 stopped by a signal, 1 error, 2 bad flags, 3 event could not be mapped or delivered,
@@ -1020,6 +1022,31 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
       break;
   }
   return cl;
+}
+
+// The tables for the reference pages (reference.cpp).
+void flags::visit_table(Command command, const std::function<void(const Table&)>& visit) {
+  CommandLine storage;
+  switch (command) {
+    case Command::kRun:
+      visit(run_flags(storage.run));
+      return;
+    case Command::kSetup:
+      visit(setup_flags(storage.setup));
+      return;
+    case Command::kStatus:
+      visit(status_flags(storage.status));
+      return;
+    case Command::kDrop:
+      visit(drop_flags(storage.drop));
+      return;
+    case Command::kReconcile:
+      visit(flags::reconcile_table(storage.reconcile));
+      return;
+    case Command::kPrune:
+      visit(prune_flags(storage.prune));
+      return;
+  }
 }
 
 }  // namespace outbox::app

@@ -197,6 +197,8 @@ flags::Table reconcile_flags(ReconcileOptions& o) {
 
 }  // namespace
 
+flags::Table flags::reconcile_table(ReconcileOptions& o) { return reconcile_flags(o); }
+
 ReconcileOptions parse_reconcile(const std::vector<std::string>& args, const Environment& env) {
   ReconcileOptions o;
   flags::parse(args, reconcile_flags(o), env);
