@@ -75,6 +75,92 @@ def read_latency(path, metrics):
     return latency
 
 
+def render(doc):
+    """The markdown of one run, from its JSON document (latest.md, and the performance page)."""
+    table, ratios, targets = doc["results"], doc["ratios"], doc["targets"]
+    latency, latency_eos = doc.get("latency"), doc.get("latency_exactly_once")
+    micro, versions = doc.get("micro"), doc.get("versions") or {}
+    md = []
+    md.append(f"### Benchmark {doc['run_id']}{' (quick smoke run: tiny workloads, not representative)' if doc.get('quick') else ''}\n")
+    md.append(f"{doc.get('cores')} cores; " + ", ".join(f"{k} {v}" for k, v in versions.items() if k not in ("cores",)) + "\n")
+    md.append("Median of the repetitions. events/s and MB/s (payload bytes) from process start until the last event is in "
+              "Kafka (relay: acknowledged; Debezium: in the topic) or the decoder/pg_recvlogical/drain reached the end LSN. "
+              "CPU = user+sys of the consumer process (decoder alone: the backend running the query). "
+              "Peak RSS = VmHWM (decoder alone: a backend, shared buffers included).\n")
+    for wl in sorted(table):
+        md.append(f"\n**{wl}: {WORKLOAD.get(wl, wl)}** ({table[wl][next(iter(table[wl]))]['events']:,} events)\n")
+        md.append("| consumer | events/s | MB/s | CPU s / M events | peak RSS MiB | notes |")
+        md.append("|---|---:|---:|---:|---:|---|")
+        for c in CONSUMERS:
+            e = table[wl].get(c)
+            if not e:
+                continue
+            notes = []
+            if "confirm_s" in e:
+                notes.append(f"slot confirmed after {e['confirm_s']:.2f} s ({fnum(e.get('events_per_s_until_confirmed'))} ev/s)")
+            if c == "debezium" and "steady_events_per_s" in e:
+                notes.append(f"first-to-last record {fnum(e['steady_events_per_s'])} ev/s")
+            md.append(f"| {LABEL[c]} | {fnum(e['events_per_s'])} | {fnum(e['payload_mb_per_s'], 1)} | "
+                      f"{fnum(e['cpu_s_per_million_events'], 2)} | {fnum(e['peak_rss_mib'], 1)} | {'; '.join(notes)} |")
+        r = ratios[wl]
+        relay_row = table[wl].get("relay", {})
+        parts = [f"relay/decoder-alone **{fnum(r['relay_over_decoder'], 2)}**",
+                 f"relay/pg_recvlogical **{fnum(r['relay_over_recvlogical'], 2)}**"]
+        if r.get("relay_over_drain"):
+            parts.append(f"relay/walsender ceiling **{fnum(r['relay_over_drain'], 2)}** "
+                         f"(the ceiling is {fnum(r.get('drain_over_decoder'), 2)} of the decoder alone)")
+        if r.get("relay_tls_over_relay"):
+            tls = table[wl].get("relay_tls", {})
+            cpu = (tls.get("cpu_s_per_million_events") or 0) / (relay_row.get("cpu_s_per_million_events") or 1)
+            parts.append(f"relay through SASL_SSL/plaintext **{fnum(r['relay_tls_over_relay'], 2)}** "
+                         f"(CPU per event {fnum(cpu, 2)}x)")
+        if r.get("relay_eos_over_relay"):
+            parts.append(f"exactly-once/at-least-once **{fnum(r['relay_eos_over_relay'], 2)}**")
+        if r.get("relay_msg_over_relay"):
+            parts.append(f"messages/table **{fnum(r['relay_msg_over_relay'], 2)}**")
+        if r.get("relay_over_relay_w1"):
+            parts.append(f"relay on {wl}/relay on W1 **{fnum(r['relay_over_relay_w1'], 2)}** "
+                         f"(pg_recvlogical on {wl}/on W1 {fnum(r.get('recvlogical_over_recvlogical_w1'), 2)})")
+        if r.get("relay_over_debezium"):
+            parts.append(f"relay/Debezium **{fnum(r['relay_over_debezium'], 1)}** "
+                         f"(vs its first-to-last rate {fnum(r.get('relay_over_debezium_steady'), 1)}), "
+                         f"CPU per event relay/Debezium **{fnum(r.get('relay_cpu_over_debezium_cpu'), 3)}**")
+        md.append("\nRatios (events/s): " + "; ".join(parts) + "\n")
+    if latency:
+        md.append(f"\n**Latency** at {fnum(latency.get('rate'))} events/s for {fnum(latency.get('seconds'))} s "
+                  f"(achieved {fnum(latency.get('achieved'))}/s, {fnum(latency.get('events'))} events), "
+                  f"commit time to consumption: p50 {latency.get('p50_ms')} ms, p99 {latency.get('p99_ms')} ms, "
+                  f"max {latency.get('max_ms')} ms; relay CPU {latency.get('cpu_s')} s, peak RSS "
+                  f"{fnum((latency.get('rss_kb') or 0) / 1024 if isinstance(latency.get('rss_kb'), float) else None, 1)} MiB." +
+                  (f" Relay's own commit-to-ack histogram (/metrics): p50 <= {latency['ack_histogram_p50_ms_le']:g} ms, "
+                   f"p99 <= {latency['ack_histogram_p99_ms_le']:g} ms (bucket bounds)." if "ack_histogram_p99_ms_le" in latency else "") +
+                  (f" Commit to read by the relay (per transaction, before Kafka): p50 <= {latency['read_histogram_p50_ms_le']:g} ms, "
+                   f"p99 <= {latency['read_histogram_p99_ms_le']:g} ms." if "read_histogram_p99_ms_le" in latency else "") +
+                  (f" Kafka alone at the same rate (bench_tool produce-latency, same producer settings, produce to "
+                   f"delivery report): p50 {latency['kafka_alone_p50_ms']} ms, p99 {latency['kafka_alone_p99_ms']} ms, "
+                   f"max {latency['kafka_alone_max_ms']} ms." if isinstance(latency.get("kafka_alone_p99_ms"), float) else "") + "\n")
+    if latency_eos:
+        le = latency_eos
+        md.append(f"\n**Latency, exactly-once** (--delivery exactly-once) at {fnum(le.get('rate'))} events/s for "
+                  f"{fnum(le.get('seconds'))} s (achieved {fnum(le.get('achieved'))}/s, {fnum(le.get('events'))} events), "
+                  f"commit time to visible to a read_committed consumer: p50 {le.get('p50_ms')} ms, p99 {le.get('p99_ms')} ms, "
+                  f"max {le.get('max_ms')} ms; relay CPU {le.get('cpu_s')} s." +
+                  (f" Kafka commit (commit_transaction round trip, /metrics): p50 <= {le['kafka_commit_histogram_p50_ms_le']:g} ms, "
+                   f"p99 <= {le['kafka_commit_histogram_p99_ms_le']:g} ms over {fnum(le['kafka_commit_histogram_count'])} commits."
+                   if "kafka_commit_histogram_p99_ms_le" in le else "") + "\n")
+    if micro:
+        md.append("\n**Micro-benchmark** (decode + map per event, bench_decode_map): " +
+                  "; ".join(f"{m['name']}: {m['ns_per_event']:.1f} ns/event, {m['allocs_per_event']} allocations/event" for m in micro) + "\n")
+    md.append("\n**Targets**\n")
+    md.append("| workload | target | value | bound | met |")
+    md.append("|---|---|---:|---|---|")
+    for t in targets:
+        v = t["value"]
+        md.append(f"| {t['workload']} | {t['target']} | {fnum(v, 2) if isinstance(v, float) else '-'} | {t['bound']} | "
+                  f"{'yes' if t['met'] else ('no' if t['met'] is False else '-')} |")
+    return "\n".join(md) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", required=True)
@@ -206,85 +292,7 @@ def main():
            "workloads": {w: WORKLOAD.get(w, w) for w in table}, "results": table, "ratios": ratios,
            "latency": latency, "latency_exactly_once": latency_eos, "micro": micro, "targets": targets}
 
-    md = []
-    md.append(f"### Benchmark {a.run_id}{' (quick smoke run: tiny workloads, not representative)' if a.quick else ''}\n")
-    md.append(f"{os.cpu_count()} cores; " + ", ".join(f"{k} {v}" for k, v in versions.items() if k not in ("cores",)) + "\n")
-    md.append("Median of the repetitions. events/s and MB/s (payload bytes) from process start until the last event is in "
-              "Kafka (relay: acknowledged; Debezium: in the topic) or the decoder/pg_recvlogical/drain reached the end LSN. "
-              "CPU = user+sys of the consumer process (decoder alone: the backend running the query). "
-              "Peak RSS = VmHWM (decoder alone: a backend, shared buffers included).\n")
-    for wl in sorted(table):
-        md.append(f"\n**{wl}: {WORKLOAD.get(wl, wl)}** ({table[wl][next(iter(table[wl]))]['events']:,} events)\n")
-        md.append("| consumer | events/s | MB/s | CPU s / M events | peak RSS MiB | notes |")
-        md.append("|---|---:|---:|---:|---:|---|")
-        for c in CONSUMERS:
-            e = table[wl].get(c)
-            if not e:
-                continue
-            notes = []
-            if "confirm_s" in e:
-                notes.append(f"slot confirmed after {e['confirm_s']:.2f} s ({fnum(e.get('events_per_s_until_confirmed'))} ev/s)")
-            if c == "debezium" and "steady_events_per_s" in e:
-                notes.append(f"first-to-last record {fnum(e['steady_events_per_s'])} ev/s")
-            md.append(f"| {LABEL[c]} | {fnum(e['events_per_s'])} | {fnum(e['payload_mb_per_s'], 1)} | "
-                      f"{fnum(e['cpu_s_per_million_events'], 2)} | {fnum(e['peak_rss_mib'], 1)} | {'; '.join(notes)} |")
-        r = ratios[wl]
-        relay_row = table[wl].get("relay", {})
-        parts = [f"relay/decoder-alone **{fnum(r['relay_over_decoder'], 2)}**",
-                 f"relay/pg_recvlogical **{fnum(r['relay_over_recvlogical'], 2)}**"]
-        if r.get("relay_over_drain"):
-            parts.append(f"relay/walsender ceiling **{fnum(r['relay_over_drain'], 2)}** "
-                         f"(the ceiling is {fnum(r.get('drain_over_decoder'), 2)} of the decoder alone)")
-        if r.get("relay_tls_over_relay"):
-            tls = table[wl].get("relay_tls", {})
-            cpu = (tls.get("cpu_s_per_million_events") or 0) / (relay_row.get("cpu_s_per_million_events") or 1)
-            parts.append(f"relay through SASL_SSL/plaintext **{fnum(r['relay_tls_over_relay'], 2)}** "
-                         f"(CPU per event {fnum(cpu, 2)}x)")
-        if r.get("relay_eos_over_relay"):
-            parts.append(f"exactly-once/at-least-once **{fnum(r['relay_eos_over_relay'], 2)}**")
-        if r.get("relay_msg_over_relay"):
-            parts.append(f"messages/table **{fnum(r['relay_msg_over_relay'], 2)}**")
-        if r.get("relay_over_relay_w1"):
-            parts.append(f"relay on {wl}/relay on W1 **{fnum(r['relay_over_relay_w1'], 2)}** "
-                         f"(pg_recvlogical on {wl}/on W1 {fnum(r.get('recvlogical_over_recvlogical_w1'), 2)})")
-        if r.get("relay_over_debezium"):
-            parts.append(f"relay/Debezium **{fnum(r['relay_over_debezium'], 1)}** "
-                         f"(vs its first-to-last rate {fnum(r.get('relay_over_debezium_steady'), 1)}), "
-                         f"CPU per event relay/Debezium **{fnum(r.get('relay_cpu_over_debezium_cpu'), 3)}**")
-        md.append("\nRatios (events/s): " + "; ".join(parts) + "\n")
-    if latency:
-        md.append(f"\n**Latency** at {fnum(latency.get('rate'))} events/s for {fnum(latency.get('seconds'))} s "
-                  f"(achieved {fnum(latency.get('achieved'))}/s, {fnum(latency.get('events'))} events), "
-                  f"commit time to consumption: p50 {latency.get('p50_ms')} ms, p99 {latency.get('p99_ms')} ms, "
-                  f"max {latency.get('max_ms')} ms; relay CPU {latency.get('cpu_s')} s, peak RSS "
-                  f"{fnum((latency.get('rss_kb') or 0) / 1024 if isinstance(latency.get('rss_kb'), float) else None, 1)} MiB." +
-                  (f" Relay's own commit-to-ack histogram (/metrics): p50 <= {latency['ack_histogram_p50_ms_le']:g} ms, "
-                   f"p99 <= {latency['ack_histogram_p99_ms_le']:g} ms (bucket bounds)." if "ack_histogram_p99_ms_le" in latency else "") +
-                  (f" Commit to read by the relay (per transaction, before Kafka): p50 <= {latency['read_histogram_p50_ms_le']:g} ms, "
-                   f"p99 <= {latency['read_histogram_p99_ms_le']:g} ms." if "read_histogram_p99_ms_le" in latency else "") +
-                  (f" Kafka alone at the same rate (bench_tool produce-latency, same producer settings, produce to "
-                   f"delivery report): p50 {latency['kafka_alone_p50_ms']} ms, p99 {latency['kafka_alone_p99_ms']} ms, "
-                   f"max {latency['kafka_alone_max_ms']} ms." if isinstance(latency.get("kafka_alone_p99_ms"), float) else "") + "\n")
-    if latency_eos:
-        le = latency_eos
-        md.append(f"\n**Latency, exactly-once** (--delivery exactly-once) at {fnum(le.get('rate'))} events/s for "
-                  f"{fnum(le.get('seconds'))} s (achieved {fnum(le.get('achieved'))}/s, {fnum(le.get('events'))} events), "
-                  f"commit time to visible to a read_committed consumer: p50 {le.get('p50_ms')} ms, p99 {le.get('p99_ms')} ms, "
-                  f"max {le.get('max_ms')} ms; relay CPU {le.get('cpu_s')} s." +
-                  (f" Kafka commit (commit_transaction round trip, /metrics): p50 <= {le['kafka_commit_histogram_p50_ms_le']:g} ms, "
-                   f"p99 <= {le['kafka_commit_histogram_p99_ms_le']:g} ms over {fnum(le['kafka_commit_histogram_count'])} commits."
-                   if "kafka_commit_histogram_p99_ms_le" in le else "") + "\n")
-    if micro:
-        md.append("\n**Micro-benchmark** (decode + map per event, bench_decode_map): " +
-                  "; ".join(f"{m['name']}: {m['ns_per_event']:.1f} ns/event, {m['allocs_per_event']} allocations/event" for m in micro) + "\n")
-    md.append("\n**Targets**\n")
-    md.append("| workload | target | value | bound | met |")
-    md.append("|---|---|---:|---|---|")
-    for t in targets:
-        v = t["value"]
-        md.append(f"| {t['workload']} | {t['target']} | {fnum(v, 2) if isinstance(v, float) else '-'} | {t['bound']} | "
-                  f"{'yes' if t['met'] else ('no' if t['met'] is False else '-')} |")
-    text = "\n".join(md) + "\n"
+    text = render(doc)
 
     os.makedirs(a.out_dir, exist_ok=True)
     base = "quick" if a.quick else "latest"
@@ -298,5 +306,105 @@ def main():
     sys.stdout.write(text)
 
 
+# --- the performance page (docs/performance.md), from the committed runs ---------------------
+# `report.py --docs docs/performance.md --results bench/results [--check]` fills the template
+# bench/performance.md.in: every figure on the page comes from a committed bench/results/ID.json
+# and names it. --check exits 1 when the committed page differs (ctest docs.performance).
+
+
+def committed_runs(results_dir):
+    runs = []
+    for name in sorted(os.listdir(results_dir)):
+        if name.endswith(".json") and name[:8].isdigit():
+            doc = json.load(open(os.path.join(results_dir, name)))
+            doc["_file"] = name
+            runs.append(doc)
+    return runs
+
+
+def is_full(doc):
+    """W1, W2 and W3 with at least one repetition each and a latency run: a run to show whole."""
+    return not doc.get("quick") and all(w in doc["results"] for w in ("W1", "W2", "W3")) \
+        and bool(doc.get("latency"))
+
+
+def runs_table(runs, link):
+    def relay(doc, wl, c="relay"):
+        return doc["results"].get(wl, {}).get(c, {}).get("events_per_s")
+
+    def ratio(doc, key, wl="W1"):
+        return doc["ratios"].get(wl, {}).get(key)
+
+    rows = ["| run | reps | workloads | relay W1 ev/s | W2 ev/s | W3 ev/s | W1 relay / pg_recvlogical "
+            "| W1 relay / walsender ceiling | W1 exactly-once / at-least-once | W1 SASL_SSL / plaintext "
+            "| W1 messages / table | latency p50 / p99 ms | exactly-once latency p50 / p99 ms | Debezium |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for doc in runs:
+        reps = max((e.get("repetitions", 1) for byc in doc["results"].values() for e in byc.values()), default=0)
+        lat, eos = doc.get("latency") or {}, doc.get("latency_exactly_once") or {}
+        pair = lambda l: f"{fnum(l.get('p50_ms'))} / {fnum(l.get('p99_ms'))}" if l.get("p99_ms") is not None else "-"
+        dbz = any("debezium" in byc for byc in doc["results"].values())
+        rows.append(
+            f"| [{doc['run_id']}]({link}{doc['_file']}) | {reps} | {' '.join(sorted(doc['results']))} | "
+            f"{fnum(relay(doc, 'W1'))} | {fnum(relay(doc, 'W2'))} | {fnum(relay(doc, 'W3'))} | "
+            f"{fnum(ratio(doc, 'relay_over_recvlogical'), 2)} | {fnum(ratio(doc, 'relay_over_drain'), 2)} | "
+            f"{fnum(ratio(doc, 'relay_eos_over_relay'), 2)} | {fnum(ratio(doc, 'relay_tls_over_relay'), 2)} | "
+            f"{fnum(ratio(doc, 'relay_msg_over_relay'), 2)} | {pair(lat)} | {pair(eos)} | {'yes' if dbz else 'no'} |")
+    return "\n".join(rows) + "\n"
+
+
+def docs_page(results_dir, template, link):
+    runs = committed_runs(results_dir)
+    full = [d for d in runs if is_full(d)]
+    if not full:
+        raise SystemExit(f"{results_dir}: no full run (W1, W2, W3 and latency) committed")
+    last = full[-1]
+    with_debezium = [d for d in full if any("debezium" in byc for byc in d["results"].values())]
+    latest_md = json.load(open(os.path.join(results_dir, "latest.json")))["run_id"] \
+        if os.path.exists(os.path.join(results_dir, "latest.json")) else "-"
+    run = render(last).split("\n", 1)[1]  # without its "### Benchmark" heading
+    values = {
+        "@RUNS_TABLE@": runs_table(runs, link),
+        "@FULL_ID@": last["run_id"],
+        "@FULL_FILE@": f"{link}{last['_file']}",
+        "@FULL_RUN@": run,
+        "@DEBEZIUM_RUN@": (render(with_debezium[-1]).split("\n", 1)[1] if with_debezium and with_debezium[-1] is not last
+                           else "(the run above)\n"),
+        "@DEBEZIUM_ID@": with_debezium[-1]["run_id"] if with_debezium else "-",
+        "@DEBEZIUM_FILE@": f"{link}{with_debezium[-1]['_file']}" if with_debezium else "-",
+        "@LATEST_MD@": latest_md,
+        "@RUN_COUNT@": str(len(runs)),
+    }
+    text = open(template).read()
+    for k, v in values.items():
+        text = text.replace(k, v)
+    return text
+
+
+def docs_main(argv):
+    ap = argparse.ArgumentParser(description="write (or --check) docs/performance.md from bench/results")
+    ap.add_argument("--docs", required=True, help="the page, docs/performance.md")
+    ap.add_argument("--results", required=True, help="bench/results")
+    ap.add_argument("--template", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "performance.md.in"))
+    ap.add_argument("--check", action="store_true", help="exit 1 when the page differs")
+    a = ap.parse_args(argv)
+    link = os.path.relpath(os.path.abspath(a.results), os.path.dirname(os.path.abspath(a.docs))) + "/"
+    text = docs_page(a.results, a.template, link)
+    old = open(a.docs).read() if os.path.exists(a.docs) else None
+    if a.check:
+        if old != text:
+            sys.stderr.write(f"{a.docs} differs from what bench/report.py generates from {a.results}; "
+                             "run: cmake --build build --target docs\n")
+            return 1
+        return 0
+    if old != text:
+        with open(a.docs, "w") as fh:
+            fh.write(text)
+        print(f"wrote {a.docs}")
+    return 0
+
+
 if __name__ == "__main__":
+    if "--docs" in sys.argv[1:]:
+        sys.exit(docs_main(sys.argv[1:]))
     main()
