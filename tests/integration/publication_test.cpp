@@ -269,9 +269,9 @@ TEST_F(PublicationIntegration, TableDroppedFromPublicationWhileStreaming) {
   expect_confirmed_at_most(after_alter);
 }
 
-// Dropped and added back between two checks (checks run at most once a second): the event
-// committed in between was hidden. The relay notices the publication's rows were rewritten and
-// stops without confirming past it.
+// Dropped and added back between two checks (checks run every 0.5 s while the confirmed position
+// waits on one): the event committed in between was hidden. The relay notices the publication's
+// rows were rewritten and stops without confirming past it.
 TEST_F(PublicationIntegration, TableDroppedAndAddedBackWhileStreaming) {
   RelayProcess& relay = start_streaming_ten_events_confirmed();
   pg_->exec("ALTER PUBLICATION " + publication_ + " DROP TABLE " + qualified_table());
