@@ -8,7 +8,7 @@
       systemd unit with its environment file) is accepted by the real binary's flag parser
       (`outbox-relay ARGS --help` validates every flag and value, then exits 0); every PromQL
       query of the dashboard parses (promtool); the dashboard JSON is generate.py's output; the
-      README's table of alerts names exactly the rules.
+      table of alerts in docs/metrics.md names exactly the rules.
   check_deploy.py live --relay BIN --port PORT
       against a relay that streams and serves /metrics on 127.0.0.1:PORT: every metric, label
       and fixed label value that the alert rules and the dashboard query is in its /metrics,
@@ -339,16 +339,16 @@ def check_unit(relay, unit, env_file):
 
 
 def check_readme_alerts():
-    """The README's table of alerts names exactly the rules of the rules file."""
+    """docs/metrics.md's table of alerts names exactly the rules of the rules file."""
     rules = {where.split(" ", 1)[1] for where, _ in rule_exprs()}
-    readme = (REPO / "README.md").read_text()
-    table = readme[readme.index("### Alerts and dashboard"):]
+    readme = (REPO / "docs/metrics.md").read_text()
+    table = readme[readme.index("## Alerts and dashboard"):]
     table = table[:table.index("\n\n", table.index("| condition"))]
     named = set(re.findall(r"`(Outbox\w+)`", table))
     for name in sorted(rules - named):
-        problem(f"README.md, Alerts and dashboard: alert {name} is not in the table")
+        problem(f"docs/metrics.md, Alerts and dashboard: alert {name} is not in the table")
     for name in sorted(named - rules):
-        problem(f"README.md, Alerts and dashboard: {name} is not a rule of {RULES.name}")
+        problem(f"docs/metrics.md, Alerts and dashboard: {name} is not a rule of {RULES.name}")
 
 
 def check_static(relay):

@@ -2,7 +2,7 @@
 // `outbox-relay setup` once, and the relay runs with --no-create as a role that has LOGIN and
 // REPLICATION and nothing else: no SELECT on the outbox table, no CREATE anywhere, no superuser.
 // Events must arrive in Kafka, the slot must be confirmed, and the backlog count and `status`
-// must work, all as that role (README, "A least-privileged PostgreSQL role").
+// must work, all as that role (docs/operating.md, "A least-privileged PostgreSQL role").
 //
 // The servers of scripts/test.sh accept any role without a password on 127.0.0.1 (trust).
 

@@ -1,5 +1,5 @@
 // `outbox-relay prune`: deletes outbox rows past a retention that the slot has certainly
-// confirmed (criterion and proof in pg/prune.hpp and the README), in small batches, and drops
+// confirmed (criterion and proof in pg/prune.hpp and docs/commands/prune.md), in small batches, and drops
 // whole partitions of a partitioned outbox when all their rows qualify. One-shot and blocking;
 // prints what it did on `out`, errors on `err`, returns the process exit code.
 #pragma once

@@ -2,7 +2,7 @@
 // deleting them in batches and dropping whole partitions. Blocking, over an AdminSession; not
 // thread-safe.
 //
-// The criterion (README "Backlog and pruning"): a row is prunable when
+// The criterion (docs/commands/prune.md): a row is prunable when
 //   age(xmin) > age(slot.catalog_xmin)   -- its inserting transaction is older than catalog_xmin
 //   AND <time column> < cutoff           -- and it is past the retention.
 // catalog_xmin only moves (and is only persisted) together with a confirmed_flush_lsn at or past

@@ -21,7 +21,7 @@
 
 namespace outbox::relay {
 
-// Process exit codes, also documented in the README.
+// Process exit codes, also documented in docs/failures.md.
 enum ExitCode : int {
   kExitOk = 0,
   kExitError = 1,        // start-up or unexpected failure
@@ -61,7 +61,7 @@ struct RelayConfig {
   // The slot is never confirmed past the WAL position of the last check that passed.
   std::chrono::milliseconds publication_check_interval{30'000};
   // In flight = produced, not yet acknowledged. Bound the relay's memory whatever the broker
-  // does (README, the failure table); reading stops at either bound and resumes at half of it.
+  // does (docs/failures.md); reading stops at either bound and resumes at half of it.
   std::size_t max_inflight_events = 20'000;
   std::size_t max_inflight_bytes = 16u << 20;
   OnError on_error = OnError::kFail;
