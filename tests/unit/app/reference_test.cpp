@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
+#include <vector>
 
 namespace outbox::app {
 namespace {
@@ -25,6 +27,24 @@ TEST(Reference, EveryFlagOfHelpIsInTheTable) {
       EXPECT_NE(help.find("  " + label), std::string::npos) << command_word(c) << " " << label;
     }
   }
+}
+
+// A command added to --help's list without a reference page fails here (and docs.generated
+// fails until the page holds its generated table).
+TEST(Reference, EveryCommandOfHelpHasItsTable) {
+  const std::string help = usage();
+  const std::size_t from = help.find("commands:\n");
+  const std::string list = help.substr(from, help.find("flags of run:") - from);
+  std::vector<std::string> words;
+  for (std::size_t at = list.find("\n  "); at != std::string::npos;
+       at = list.find("\n  ", at + 1)) {
+    const std::size_t begin = at + 3;
+    if (list[begin] == ' ') continue;  // a continuation line
+    words.push_back(list.substr(begin, list.find(' ', begin) - begin));
+  }
+  std::vector<std::string> documented;
+  for (Command c : all_commands()) documented.push_back(command_word(c));
+  EXPECT_EQ(words, documented);
 }
 
 TEST(Reference, DefaultsAreReadFromTheHelpText) {
