@@ -363,7 +363,11 @@ def docs_page(results_dir, template, link):
     latest_md = json.load(open(os.path.join(results_dir, "latest.json")))["run_id"] \
         if os.path.exists(os.path.join(results_dir, "latest.json")) else "-"
     run = render(last).split("\n", 1)[1]  # without its "### Benchmark" heading
+    ceiling = {wl: last["ratios"].get(wl, {}).get("drain_over_decoder") for wl in ("W1", "W2", "W3")}
+    known = [v for v in ceiling.values() if v]
     values = {
+        "@CEILING@": f"{fnum(min(known), 2)}-{fnum(max(known), 2)}" if known else "-",
+        "@CEILING_BY_WORKLOAD@": ", ".join(f"{wl} {fnum(v, 2)}" for wl, v in ceiling.items()),
         "@RUNS_TABLE@": runs_table(runs, link),
         "@FULL_ID@": last["run_id"],
         "@FULL_FILE@": f"{link}{last['_file']}",
