@@ -1,7 +1,7 @@
 // `outbox-relay prune`: deletes outbox rows past a retention that the slot has certainly
-// confirmed (criterion and proof in pg/prune.hpp and docs/commands/prune.md), in small batches, and drops
-// whole partitions of a partitioned outbox when all their rows qualify. One-shot and blocking;
-// prints what it did on `out`, errors on `err`, returns the process exit code.
+// confirmed (criterion and proof in pg/prune.hpp and docs/commands/prune.md), in small batches, and
+// drops whole partitions of a partitioned outbox when all their rows qualify. One-shot and
+// blocking; prints what it did on `out`, errors on `err`, returns the process exit code.
 #pragma once
 
 #include <iosfwd>
