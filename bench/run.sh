@@ -312,5 +312,9 @@ versions="$WORK/versions.txt"
 python3 "$REPO/bench/report.py" --runs "$RUNS" --latency "$LAT" --micro "$WORK/micro.json" \
   --metrics "$WORK/latency.metrics" --latency-eos "$LAT_EOS" --metrics-eos "$WORK/latency.eos.metrics" \
   --versions "$versions" --out-dir "$out_dir" --run-id "$RUN_ID" "${quick_flag[@]}"
+if [ "$QUICK" = 0 ]; then
+  # The performance page lists every committed run: regenerate it with the new one (commit both).
+  python3 "$REPO/bench/report.py" --docs "$REPO/docs/performance.md" --results "$out_dir"
+fi
 [ "$FAILED" = 0 ] || die "some consumers failed (see above; work directory $WORK)"
 log "done: results in $out_dir"
