@@ -4,7 +4,9 @@
 - every bench run id quoted (20261201T145537Z) has its committed bench/results/ID.json;
 - every relative link points at a file that exists (the pages other branches add are listed);
 - every metric named (outbox_relay_...) is one /metrics serves: a row of the generated table in
-  docs/metrics.md (histogram series _bucket, _sum and _count included).
+  docs/metrics.md (histogram series _bucket, _sum and _count included);
+- the exit code table of docs/failures.md has a row for each code of relay::ExitCode, and no
+  other.
 Standard library only.
 """
 import os
@@ -55,6 +57,13 @@ def main(root):
         for name in sorted(set(re.findall(r"\boutbox_relay_[a-z_]*[a-z]", text))):
             if name not in served and name not in NOT_METRICS:
                 problems.append(f"{rel}: {name} is no metric /metrics serves (docs/metrics.md)")
+    header = open(os.path.join(root, "src", "relay", "include", "outbox", "relay", "relay.hpp")).read()
+    enum = header[header.index("enum ExitCode"):]
+    codes = set(re.findall(r"kExit\w+ = (\d+)", enum[:enum.index("};")]))
+    failures = open(os.path.join(root, "docs", "failures.md")).read()
+    documented = set(re.findall(r"^\| (\d+) \|", failures, re.M))
+    if codes != documented:
+        problems.append(f"docs/failures.md: exit codes {sorted(documented)}, relay::ExitCode has {sorted(codes)}")
     for p in problems:
         print(p, file=sys.stderr)
     return 1 if problems else 0
