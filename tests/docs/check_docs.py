@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the prose of README.md and docs/ against the repository (ctest docs.result_files):
+"""Checks the prose of README.md and docs/ against the repository (ctest docs.consistency):
 
 - every bench run id quoted (20261201T145537Z) has its committed bench/results/ID.json;
 - every relative link points at a file that exists (the pages other branches add are listed);
