@@ -739,8 +739,17 @@ Table setup_flags(SetupOptions& o) {
       named(flags::name("--messages", o.message_prefix,
                         "install outbox.emit(), which emits messages with this prefix for\n"
                         "`outbox-relay --messages PREFIX`; without --table no table is needed\n"
-                        "and the publication is created empty"),
+                        "and the publication is created empty; revokes EXECUTE on\n"
+                        "pg_logical_emit_message from PUBLIC (needs a superuser)"),
             "PREFIX"),
+      Flag("--message-writer", "ROLE",
+           "with --messages: a role that may emit messages (EXECUTE on\n"
+           "pg_logical_emit_message and outbox.emit); repeatable",
+           [&o](const std::string& flag, const std::string& value) {
+             if (value.empty()) throw flags::rejected(flag, "must not be empty");
+             o.message_writers.push_back(value);
+           })
+          .argv_only(),
       help_flag(o.help),
   };
 }
@@ -1005,6 +1014,9 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
       break;
     case Command::kSetup:
       cl.setup = parse_with(setup_flags, rest, env);
+      if (!cl.setup.message_writers.empty() && cl.setup.message_prefix.empty() && !cl.setup.help) {
+        throw flags::rejected("--message-writer", "needs --messages PREFIX");
+      }
       break;
     case Command::kStatus:
       cl.status = parse_with(status_flags, rest, env);

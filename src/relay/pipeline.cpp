@@ -57,6 +57,8 @@ struct Pipeline::Poison {
   std::string reason_code;  // short label for metrics
   bool size_error;          // the value itself is too large: leave it out of the DLQ record
   std::span<const kafka::Header> extra_headers = {};  // header placements, when known
+  // From a logical message of --messages: never a fail-stop, and never parks (poison_in_stream()).
+  bool message = false;
 };
 
 namespace {
@@ -314,11 +316,12 @@ Pipeline::Step Pipeline::produce_insert(const pgoutput::Insert& ins, const pgout
   return produce_event(std::get<mapping::Event>(mapped), false);
 }
 
-Pipeline::Step Pipeline::map_error(const mapping::MapError& err) {
+Pipeline::Step Pipeline::map_error(const mapping::MapError& err, bool message) {
   std::string reason = "column " + err.column + " " + err.reason;
   if (err.column.empty()) reason = err.reason;
   Poison p{err.id,    err.aggregateid, err.payload,     err.type, err.topic,
            err.table, reason,          "MAPPING_ERROR", false};
+  p.message = message;
   return poison_in_stream(p);
 }
 
@@ -355,7 +358,7 @@ Pipeline::Step Pipeline::on_message(const pgoutput::LogicalMessage& m, const pgo
 Pipeline::Step Pipeline::produce_message(const pgoutput::LogicalMessage& m) {
   if (isolation_inflight_) return Pipeline::Step::kWaitDelivery;
   mapping::MessageMapResult mapped = mapper_.map_message(m);
-  if (auto* err = std::get_if<mapping::MapError>(&mapped)) return map_error(*err);
+  if (auto* err = std::get_if<mapping::MapError>(&mapped)) return map_error(*err, true);
   if (auto* other = std::get_if<mapping::OtherPrefix>(&mapped)) {
     count_other_prefix(other->prefix);
     return Pipeline::Step::kDone;
@@ -383,7 +386,7 @@ Pipeline::Step Pipeline::message_outside_transaction(const pgoutput::LogicalMess
   mapping::MessageMapResult mapped = mapper_.map_message(m);
   const auto* err = std::get_if<mapping::MapError>(&mapped);
   if (!err) throw std::logic_error("a non-transactional message mapped to an event");
-  const Step step = map_error(*err);
+  const Step step = map_error(*err, true);
   if (step != Pipeline::Step::kDone) {
     // Handed again after the wait: nothing of it stays tracked meanwhile.
     tracker_.abandon_open();
@@ -479,6 +482,7 @@ Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
       Poison p{ev.id,         ev.key,   ev.value, ev.type,
                ev.topic,      source(), pr.error, first_word(pr.error),
                pr.size_error, extra};
+      p.message = message;
       return poison_in_stream(p);
     }
   }
@@ -532,7 +536,23 @@ std::string Pipeline::describe(const Poison& p, Lsn lsn) const {
 }
 
 // A poison event met while reading the stream (mapping or local produce failure).
+//
+// A logical message is never a fail-stop: whoever may execute pg_logical_emit_message (every
+// role, unless `setup --messages` revoked it from PUBLIC) could otherwise stop the relay for good,
+// since the slot stays before the message and every restart meets it again. Under --on-error
+// fail it is counted, logged with its LSN and skipped (the slot moves past it); under dlq it is
+// dead-lettered without parking the aggregate its envelope names, which a malformed envelope
+// cannot be trusted to name. Outbox rows, whose writers the table's grants choose, keep their
+// fail-stop.
 Pipeline::Step Pipeline::poison_in_stream(const Poison& p) {
+  if (p.message && config_.on_error == OnError::kFail) {
+    ++metrics_.rejected_messages;
+    log_->warn(
+        "event=message_rejected slot={} lsn={} detail={}: skipped (a logical message never stops "
+        "the relay); counted in outbox_relay_rejected_messages_total",
+        config_.slot, commit_lsn_.to_string(), quoted(describe(p, commit_lsn_)));
+    return Pipeline::Step::kDone;
+  }
   const bool parked = p.reason_code == kParked;
   if (parked) {
     ++metrics_.parked_events;
@@ -546,7 +566,7 @@ Pipeline::Step Pipeline::poison_in_stream(const Poison& p) {
   const kafka::ProduceStatus status = dead_letter(p, *txn_, commit_lsn_);
   if (status == kafka::ProduceStatus::kQueued) {
     tracker_.add_event(*txn_, dlq_bytes(p));
-    park(p.key);
+    if (!p.message) park(p.key);
     return Pipeline::Step::kDone;
   }
   const bool stopped = status == kafka::ProduceStatus::kFailed && sink_.stopped();

@@ -70,6 +70,9 @@ struct SetupOptions {
   // --messages PREFIX: installs outbox.emit(), which emits messages with this prefix; without
   // --table, no table is needed and the publication is created empty.
   std::string message_prefix;
+  // --message-writer ROLE (repeatable, with --messages): the roles given EXECUTE on
+  // pg_logical_emit_message once it is revoked from PUBLIC.
+  std::vector<std::string> message_writers;
   bool table_given = false;
   bool help = false;
 };

@@ -183,7 +183,8 @@ class Pipeline {
   Step produce_message(const pgoutput::LogicalMessage& m);
   // A non-transactional message with the prefix: a mapping error, in a transaction of its own.
   Step message_outside_transaction(const pgoutput::LogicalMessage& m);
-  Step map_error(const mapping::MapError& err);
+  // `message`: the error is a logical message's (see poison_in_stream()).
+  Step map_error(const mapping::MapError& err, bool message = false);
   // A mapped event (an insert's or a message's) to its topic. `message`: the source is a message.
   Step produce_event(const mapping::Event& ev, bool message);
   void count_other_prefix(std::string_view prefix);
