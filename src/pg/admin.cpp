@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "libpq_handles.hpp"
+#include "outbox/pg/conninfo.hpp"
 #include "outbox/pg/publication_check.hpp"
 #include "pq_error.hpp"
 
@@ -59,6 +60,10 @@ struct AdminSession::Impl {
 };
 
 AdminSession::AdminSession(const std::string& conninfo) : impl_(std::make_unique<Impl>()) {
+  // Never hand libpq a conninfo it cannot parse: its message would quote the text.
+  if (std::string problem = check_conninfo(conninfo); !problem.empty()) {
+    throw Error("connect to PostgreSQL: " + problem, "", true);
+  }
   // expand_dbname: conninfo may be a key=value string or a URI, as for the relay.
   const char* keys[] = {"dbname", "fallback_application_name", nullptr};
   const char* values[] = {conninfo.c_str(), "outbox-relay", nullptr};

@@ -52,6 +52,10 @@ struct Options {
   // Properties read from --kafka-config; parse_options() puts them before -X's in
   // relay.producer.properties, so that -X overrides them.
   std::vector<std::pair<std::string, std::string>> kafka_config;
+  // --unsafe-kafka-config: properties that run a command or load code are accepted.
+  bool unsafe_kafka_config = false;
+  // Said once logging is up (e.g. a --kafka-config file others may read).
+  std::vector<std::string> warnings;
   // --table was given. With --messages and no --table, the relay relays messages only
   // (relay.mapper.table is then empty).
   bool table_given = false;
