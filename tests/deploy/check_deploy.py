@@ -327,13 +327,40 @@ def read_env_file(path):
     return env
 
 
+def unit_settings(unit_text, key):
+    return [l.split("=", 1)[1] for l in unit_text.splitlines() if l.startswith(key + "=")]
+
+
 def check_unit(relay, unit, env_file):
     env = read_env_file(env_file)
-    argv = systemd_argv(unit.read_text(), env)
-    if "PGPASSWORD" in " ".join(argv) or "password" in " ".join(argv).lower():
-        problem(f"{unit}: a password on the command line")
-    # argv[0] is the installed path; the binary under test checks the arguments.
-    parser_accepts(relay, argv[1:], f"{unit.name} ExecStart with {env_file.name}")
+    text = unit.read_text()
+    # The secrets are systemd credentials (the dynamic user owns no file), and no core dump
+    # holds them.
+    if "LimitCORE=0" not in text.splitlines():
+        problem(f"{unit.name}: no LimitCORE=0 (a core dump would hold the passwords)")
+    creds = dict(c.split(":", 1) for c in unit_settings(text, "LoadCredential"))
+    for needed in ("pgpass", "kafka.properties"):
+        if needed not in creds:
+            problem(f"{unit.name}: no LoadCredential={needed}:...")
+    if "PGPASSFILE=%d/pgpass" not in unit_settings(text, "Environment"):
+        problem(f"{unit.name}: libpq is not pointed at the pgpass credential (PGPASSFILE=%d/pgpass)")
+    if "PGPASSWORD" in env:
+        problem(f"{env_file.name}: PGPASSWORD set (use /etc/outbox-relay/pgpass)")
+    # The credentials directory as systemd makes it: read-only copies of the files, or of the
+    # package's own when checking the repository.
+    with tempfile.TemporaryDirectory() as credentials:
+        for name, source in creds.items():
+            path = pathlib.Path(source)
+            if not path.is_file():
+                path = REPO / "packaging" / path.name
+            target = pathlib.Path(credentials) / name
+            target.write_bytes(path.read_bytes())
+            target.chmod(0o400)
+        argv = [a.replace("%d", credentials) for a in systemd_argv(text, env)]
+        if "PGPASSWORD" in " ".join(argv) or "password" in " ".join(argv).lower():
+            problem(f"{unit}: a password on the command line")
+        # argv[0] is the installed path; the binary under test checks the arguments.
+        parser_accepts(relay, argv[1:], f"{unit.name} ExecStart with {env_file.name}")
     if flag_value(argv, "--pg") in (None, "") or flag_value(argv, "--brokers") in (None, ""):
         problem(f"{unit.name}: --pg or --brokers empty with {env_file.name}")
 
