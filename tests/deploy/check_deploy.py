@@ -14,8 +14,11 @@
       and fixed label value that the alert rules and the dashboard query is in its /metrics,
       and the probe and scrape paths of the manifests and the compose file answer (not 404).
   check_deploy.py unit --relay BIN --unit FILE --env FILE
-      the ExecStart of a systemd unit, expanded with its environment file as systemd does, is
-      accepted by the binary's parser.
+      the ExecStart of a systemd unit, expanded with its environment file as systemd does (and
+      %d with a credentials directory holding copies of its LoadCredential= files), is
+      accepted by the binary's parser; the unit has LimitCORE=0 and loads its secrets as
+      systemd credentials (pgpass, kafka.properties), and the environment file holds no
+      PGPASSWORD.
   check_deploy.py dockerfile --deb FILE
       the runtime stage of docker/Dockerfile installs every package the Debian package depends
       on (its Depends come from the binary's libraries, by dpkg-shlibdeps): listed, provided by
