@@ -62,6 +62,12 @@ struct Pipeline::Poison {
 };
 
 namespace {
+// A field of a dead-letter record that was too large, cut to this many bytes.
+constexpr std::size_t kClipped = 1024;
+std::string clip(std::string_view s, std::size_t at = kClipped) {
+  if (s.size() <= at) return std::string(s);
+  return std::string(s.substr(0, at)) + "... (" + std::to_string(s.size()) + " bytes)";
+}
 // Byte count of the DLQ record, as its delivery report will give it.
 std::size_t dlq_bytes(const Pipeline::Poison& p);
 }  // namespace
@@ -423,6 +429,27 @@ Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
   const std::size_t first_extra = nheaders;
   for (const mapping::ExtraHeader& h : ev.headers) headers_[nheaders++] = {h.name, h.value};
   const std::span<const kafka::Header> extra(headers_.data() + first_extra, nheaders - first_extra);
+  // The relay's own topics are no destination for an event, whatever the template renders: a
+  // record in the checkpoint topic under a relay's key would make every later start of that
+  // relay fail, one in the dead-letter topic would pass for a dead-lettered event.
+  const bool checkpoint = ev.topic == config_.checkpoint_topic;
+  if (checkpoint || ev.topic == config_.dlq_topic) {
+    Poison p{ev.id,
+             ev.key,
+             ev.value,
+             ev.type,
+             ev.topic,
+             source(),
+             "its topic is the relay's own " +
+                 std::string(checkpoint ? "checkpoint topic (--checkpoint-topic)"
+                                        : "dead-letter topic (--dlq-topic)") +
+                 ": no event may be written there",
+             "RESERVED_TOPIC",
+             false,
+             extra};
+    p.message = message;
+    return poison_in_stream(p);
+  }
   if (!parked_.empty() || parked_null_key_) {
     if (is_parked(ev.key)) {
       Poison p{ev.id,
@@ -563,9 +590,10 @@ Pipeline::Step Pipeline::poison_in_stream(const Poison& p) {
     throw FatalError({kExitPoisonEvent, "cannot relay " + describe(p, commit_lsn_) + "; slot " +
                                             config_.slot + " is not confirmed past it"});
   }
-  const kafka::ProduceStatus status = dead_letter(p, *txn_, commit_lsn_);
+  std::size_t bytes = 0;
+  const kafka::ProduceStatus status = dead_letter(p, *txn_, commit_lsn_, bytes);
   if (status == kafka::ProduceStatus::kQueued) {
-    tracker_.add_event(*txn_, dlq_bytes(p));
+    tracker_.add_event(*txn_, bytes);
     if (!p.message) park(p.key);
     return Pipeline::Step::kDone;
   }
@@ -586,8 +614,13 @@ Pipeline::Step Pipeline::poison_in_stream(const Poison& p) {
 }
 
 // Publishes the poison event to the dead-letter topic; the record's acknowledgement counts
-// for the original event.
-kafka::ProduceStatus Pipeline::dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn) {
+// for the original event. When the record is itself too large for the producer (a huge key,
+// placed header, trace state, or a topic name rendered from a huge aggregate type, which the
+// error text repeats), a compact one goes instead: the value and the placed headers left out,
+// the key and the other fields cut to kClipped bytes, and outbox.truncated saying so. Otherwise
+// --on-error dlq would stop at the very events it is there to set aside.
+kafka::ProduceStatus Pipeline::dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn,
+                                           std::size_t& bytes) {
   std::string lsn_text = lsn.to_string();
   std::vector<kafka::Header> h(7 + p.extra_headers.size());
   std::size_t n = 0;
@@ -601,11 +634,45 @@ kafka::ProduceStatus Pipeline::dead_letter(const Poison& p, AckTracker::TxnSeq t
   if (p.size_error) h[n++] = {"outbox.value.omitted", "too large for the broker"};
   kafka::Record rec{config_.dlq_topic, p.key, p.size_error ? std::nullopt : p.value,
                     std::span<const kafka::Header>(h.data(), n), tracker_.commit_time_ms_of(txn)};
+  bytes = dlq_bytes(p);
   kafka::ProduceResult r = sink_.produce(rec, txn | kDlqFlag, Route::kBatched);
+  bool truncated = false;
+  if (r.status == kafka::ProduceStatus::kFailed && r.size_error && !sink_.stopped()) {
+    truncated = true;
+    std::string omitted;
+    for (const kafka::Header& extra : p.extra_headers) {
+      omitted += (omitted.empty() ? "" : ", ") + std::string(extra.name);
+    }
+    const std::string fields[] = {
+        clip(p.id),
+        p.type ? clip(*p.type) : std::string(),
+        clip(p.reason),
+        clip(p.original_topic),
+        clip(p.table),
+        "the dead-letter record was too large: key and fields cut to " + std::to_string(kClipped) +
+            " bytes, the value" +
+            (omitted.empty() ? std::string() : " and the headers " + clip(omitted)) + " left out",
+    };
+    const std::optional<std::string> key =
+        p.key ? std::optional<std::string>(clip(*p.key)) : std::nullopt;
+    n = 0;
+    h[n++] = {"id", fields[0]};
+    if (p.type) h[n++] = {"type", fields[1]};
+    h[n++] = {"outbox.error", fields[2]};
+    h[n++] = {"outbox.original.topic", fields[3]};
+    h[n++] = {"outbox.table", fields[4]};
+    h[n++] = {"outbox.lsn", lsn_text};
+    h[n++] = {"outbox.truncated", fields[5]};
+    const kafka::Record compact{
+        config_.dlq_topic, key ? std::optional<std::string_view>(*key) : std::nullopt, std::nullopt,
+        std::span<const kafka::Header>(h.data(), n), tracker_.commit_time_ms_of(txn)};
+    bytes = key ? key->size() : 0;
+    r = sink_.produce(compact, txn | kDlqFlag, Route::kBatched);
+  }
   if (r.status == kafka::ProduceStatus::kQueued) {
     ++metrics_.dlq_events;
-    log_->warn("event=dead_lettered slot={} dlq_topic={} detail={}", config_.slot,
-               config_.dlq_topic, quoted(describe(p, lsn)));
+    log_->warn("event=dead_lettered slot={} dlq_topic={} truncated={} detail={}", config_.slot,
+               config_.dlq_topic, truncated, quoted(clip(describe(p, lsn), 4 * kClipped)));
   }
   return r.status;
 }
@@ -664,7 +731,8 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
       fail({kExitPoisonEvent, std::string(dlq_record ? "dead-letter record of " : "delivery of ") +
                                   describe(p, lsn) + "; slot " + config_.slot +
                                   " is not confirmed past it"});
-    } else if (dead_letter(p, txn, lsn) != kafka::ProduceStatus::kQueued) {
+    } else if (std::size_t bytes = 0;
+               dead_letter(p, txn, lsn, bytes) != kafka::ProduceStatus::kQueued) {
       if (sink_.stopped()) {
         // The main producer stopped at a refused batch meanwhile: this record goes alone again.
         suspects_.emplace(d.id_header);
@@ -675,7 +743,7 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
                                   config_.dlq_topic + " (producer queue full or rejected)"});
     } else {
       // The original record's place in its transaction passes to the DLQ record.
-      tracker_.resize_event(txn, d.bytes, dlq_bytes(p));
+      tracker_.resize_event(txn, d.bytes, bytes);
       park(p.key);
     }
   }

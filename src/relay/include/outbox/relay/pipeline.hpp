@@ -191,7 +191,9 @@ class Pipeline {
   void count_skip(std::uint32_t relid, Skip skip, std::string_view table);
   void count_invalid_traceparent(std::string_view id);
   Step poison_in_stream(const Poison& p);
-  kafka::ProduceStatus dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn);
+  // `bytes`: the key and value bytes of the record produced (its delivery report's).
+  kafka::ProduceStatus dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn,
+                                   std::size_t& bytes);
   void park(std::optional<std::string_view> key);
   bool is_parked(std::optional<std::string_view> key) const;
   std::string describe(const Poison& p, Lsn lsn) const;
