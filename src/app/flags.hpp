@@ -159,8 +159,8 @@ Flag choice(std::string name, std::string metavar, T& target, std::string noun,
 // applied; the last file given replaces `target`. Errors name the flag and FILE:LINE, never the
 // line's text (it may hold a secret). Symbolic links are followed (Kubernetes mounts secrets
 // through them), but what is opened must be a regular file (never a FIFO or a device: opened
-// without blocking, then checked). A file that group or others may read is read, with a line
-// appended to `warnings`.
+// without blocking, then checked). A file that others, or a group other than the process's
+// primary group, may read is read, with a line appended to `warnings`.
 Flag properties_file(std::string name, std::vector<std::pair<std::string, std::string>>& target,
                      std::vector<std::string>& warnings, std::string help);
 // PROPERTY=VALUE, repeatable: appended to `target`. Argv only. A malformed value is never echoed

@@ -424,7 +424,10 @@ Flag properties_file(std::string name, std::vector<std::pair<std::string, std::s
                                        ? "cannot read " + path + ": " + std::strerror(stat_errno)
                                        : path + " is not a regular file");
             }
-            if ((st.st_mode & (S_IRGRP | S_IROTH)) != 0) {
+            // Its group may read it only when that is the relay's own primary group (a
+            // Kubernetes secret volume with fsGroup: mode 0440, group = the pod's).
+            const bool group_reads = (st.st_mode & S_IRGRP) != 0 && st.st_gid != ::getegid();
+            if ((st.st_mode & S_IROTH) != 0 || group_reads) {
               warnings.push_back(flag + ": " + path +
                                  " may be read by its group or by others (it may hold secrets: "
                                  "chmod 600 it, or use systemd credentials)");

@@ -259,7 +259,44 @@ def check_kubernetes(relay):
     args = [expand(a) for a in c["args"]]
     if any(env.get(m) == "(secret)" for a in c["args"] for m in re.findall(r"\$\((\w+)\)", a)):
         problem(f"{where}: a secret is passed as an argument (visible to ps); pass it as env")
-    parser_accepts(relay, args, where + " args")
+    # docs/security.md: no service-account token, the PostgreSQL server verified, only
+    # Prometheus at the HTTP port.
+    if pod.get("automountServiceAccountToken") is not False:
+        problem(f"{where}: automountServiceAccountToken is not false (the relay needs no token)")
+    if "sslmode=verify-full" not in env.get("RELAY_PG", ""):
+        problem(f"{where}: RELAY_PG does not verify the server (sslmode=verify-full)")
+    policies = [d for (kind, _), (_, d) in objs.items() if kind == "NetworkPolicy"]
+    if not any(all(pod_labels.get(k) == v for k, v in
+                   d["spec"]["podSelector"].get("matchLabels", {}).items()) for d in policies):
+        problem(f"deploy/kubernetes: no NetworkPolicy selects the relay's pods")
+    # The mounted Secret and ConfigMap files, as the kubelet would write them, under a
+    # temporary directory standing for each mount path.
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    with tempfile.TemporaryDirectory() as root:
+        for mount in c.get("volumeMounts", []):
+            vol = volumes.get(mount["name"])
+            if vol is None:
+                problem(f"{where}: volumeMount {mount['name']} has no volume")
+                continue
+            if "secret" in vol:
+                source = objs.get(("Secret", vol["secret"]["secretName"]), (None, {}))[1]
+                files = source.get("stringData", {})
+                items = vol["secret"].get("items")
+            else:
+                source = objs.get(("ConfigMap", vol["configMap"]["name"]), (None, {}))[1]
+                files = source.get("data", {})
+                items = vol["configMap"].get("items")
+            local = pathlib.Path(root) / mount["name"]
+            local.mkdir()
+            for item in items or [{"key": k, "path": k} for k in files]:
+                if item["key"] not in files:
+                    problem(f"{where}: volume {mount['name']} item {item['key']} is not a key of "
+                            f"its {('Secret' if 'secret' in vol else 'ConfigMap')}")
+                    continue
+                (local / item["path"]).write_text(files[item["key"]])
+                (local / item["path"]).chmod(0o440)
+            args = [a.replace(mount["mountPath"], str(local)) for a in args]
+        parser_accepts(relay, args, where + " args")
     port = metrics_port(args, where)
     ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
     if ports.get("metrics") != port:
