@@ -740,7 +740,8 @@ Table run_flags(Options& o) {
   table.push_back(named(flags::name("--messages", m.message_prefix,
                                     "also relay transactional logical decoding messages with this "
                                     "prefix\n(pg_logical_emit_message(true, PREFIX, envelope), "
-                                    "PostgreSQL 14+);\nwithout --table, only them (default: none)"),
+                                    "PostgreSQL 14+);\nwithout --table, only them (default: none);"
+                                    "\nrefused while PUBLIC may emit (setup --messages)"),
                         "PREFIX"));
   table.push_back(
       flags::choice("--message-format", "auto|json|protobuf", m.message_format, "format",
