@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "outbox_test/e2e_fixture.hpp"
+#include "outbox_test/kafka_admin.hpp"
 
 namespace outbox_test {
 namespace {
@@ -82,6 +83,10 @@ TEST_F(HostileIntegration, UnderDlqARowForTheCheckpointTopicIsDeadLettered) {
   const std::vector<std::string> args = {
       "--delivery", "exactly-once",       "--on-error", "dlq", "--dlq-topic",
       dlq,          "--checkpoint-topic", topics_[1]};
+  // Created beforehand: a topic auto-created inside a Kafka transaction can hold its commit (and
+  // so the stop sequence) for long on a busy broker.
+  ASSERT_NO_THROW(create_topic(brokers_, dlq, 1, 1));
+  ASSERT_NO_THROW(create_topic(brokers_, topics_[0], 1, 1));
   RelayProcess& relay = start_relay(args);
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
   pg_->exec(insert_sql(aggregatetypes_[1], "x", 1));
