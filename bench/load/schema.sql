@@ -58,3 +58,13 @@ BEGIN
     COMMIT;
   END LOOP;
 END $$;
+
+-- The relay refuses --messages while PUBLIC may execute pg_logical_emit_message (any login could
+-- publish forged events: docs/security.md); the bench emits as a superuser, who always may.
+DO $$ DECLARE f regprocedure; BEGIN
+  FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+           WHERE p.pronamespace = 'pg_catalog'::regnamespace
+             AND p.proname = 'pg_logical_emit_message' LOOP
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+  END LOOP;
+END $$;

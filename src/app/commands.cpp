@@ -226,11 +226,28 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
       db.create_emit_function(o.message_prefix);
       out << "function outbox.emit: installed (emits messages with prefix '" << o.message_prefix
           << "')\n";
+      // pgoutput sends every message of the database whoever emitted it: only the writers may.
+      const pg::AdminSession::EmitRestriction r = db.restrict_emit(o.message_writers);
+      if (!r.still_public.empty()) {
+        err << "outbox-relay setup: PUBLIC may still execute pg_logical_emit_message (taking it "
+               "from PUBLIC needs a superuser), so any role that can connect could publish "
+               "forged events and the relay refuses --messages; run as a superuser in this "
+               "database, then setup again:\n";
+        for (const std::string& sql : r.statements) err << "  " << sql << ";\n";
+        return relay::kExitConfig;
+      }
+      std::string writers;
+      for (const std::string& w : o.message_writers) writers += (writers.empty() ? "" : ", ") + w;
+      out << "function pg_logical_emit_message: EXECUTE revoked from PUBLIC"
+          << (writers.empty() ? std::string(" (no --message-writer: only superusers may emit)")
+                              : ", granted to " + writers)
+          << "\n";
     }
 
     // The same steps as the relay's before it streams (pg::SlotBootstrap): the publication, the
     // relay's check of it, then the slot, so that a refused publication leaves no slot behind.
-    const pg::PublicationTarget target{o.publication, o.schema, messages_only ? "" : o.table};
+    const pg::PublicationTarget target{
+        o.publication, o.schema, messages_only ? "" : o.table, {}, !o.message_prefix.empty()};
     pg::BootstrapOptions bootstrap{target, o.slot};
     bootstrap.part = pg::BootstrapPart::kPublication;
     const pg::BootstrapResult pub = db.ensure_slot_and_publication(bootstrap);

@@ -157,12 +157,24 @@ Flag choice(std::string name, std::string metavar, T& target, std::string noun,
 // A file of librdkafka properties, as kcat -F reads one: PROPERTY=VALUE lines (the name and the
 // value trimmed of surrounding blanks), '#' comment lines and blank lines. Read when the flag is
 // applied; the last file given replaces `target`. Errors name the flag and FILE:LINE, never the
-// line's text (it may hold a secret).
+// line's text (it may hold a secret). Symbolic links are followed (Kubernetes mounts secrets
+// through them), but what is opened must be a regular file (never a FIFO or a device: opened
+// without blocking, then checked). A file that others, or a group other than the process's
+// primary group, may read is read, with a line appended to `warnings`.
 Flag properties_file(std::string name, std::vector<std::pair<std::string, std::string>>& target,
-                     std::string help);
-// PROPERTY=VALUE, repeatable: appended to `target`. Argv only.
+                     std::vector<std::string>& warnings, std::string help);
+// PROPERTY=VALUE, repeatable: appended to `target`. Argv only. A malformed value is never echoed
+// (-X sasl.password:secret).
 Flag property(std::string name, std::vector<std::pair<std::string, std::string>>& target,
               std::string help);
+
+// Properties that make librdkafka run a command or load code (plugin.library.paths,
+// sasl.kerberos.kinit.cmd, ssl.engine.location, ssl.providers; a sasl.kerberos.principal or
+// keytab with shell metacharacters, which the default kinit command passes to /bin/sh): refused
+// (UsageError naming the property, never the value) unless `allowed`. `source` names the flags
+// ("-X, --kafka-config").
+void check_kafka_properties(const std::vector<std::pair<std::string, std::string>>& properties,
+                            bool allowed, const std::string& source);
 // SCHEMA.TABLE or TABLE (schema public). Deferred.
 Flag table(std::string name, std::string& schema, std::string& table, std::string help);
 // A topic template over columns (mapping::TopicTemplate). Deferred.

@@ -23,6 +23,7 @@
 #include "outbox/app/prune.hpp"
 #include "outbox/app/reconcile.hpp"
 #include "outbox/kafka/producer.hpp"
+#include "outbox/pg/conninfo.hpp"
 #include "outbox/relay/relay.hpp"
 #include "outbox/version.hpp"
 
@@ -126,6 +127,7 @@ class SummaryTimer {
 
 int run_relay(const outbox::app::Options& options) {
   outbox::app::setup_logging({options.log_level, options.log_format, options.relay.slot});
+  for (const std::string& w : options.warnings) spdlog::warn("event=config_warning {}", w);
 
   asio::io_context io(1);
   std::unique_ptr<outbox::relay::Relay> relay;
@@ -241,6 +243,34 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "outbox-relay: %s\n", e.what());
     return outbox::relay::kExitUsage;
   }
+  // Parsed once, before any connection: libpq's own parse errors quote the text (a password).
+  const std::string* conninfo = nullptr;
+  switch (cl.command) {
+    case outbox::app::Command::kSetup:
+      conninfo = cl.setup.help ? nullptr : &cl.setup.conninfo;
+      break;
+    case outbox::app::Command::kStatus:
+      conninfo = cl.status.help ? nullptr : &cl.status.conninfo;
+      break;
+    case outbox::app::Command::kDrop:
+      conninfo = cl.drop.help ? nullptr : &cl.drop.conninfo;
+      break;
+    case outbox::app::Command::kReconcile:
+      conninfo = cl.reconcile.help ? nullptr : &cl.reconcile.conninfo;
+      break;
+    case outbox::app::Command::kPrune:
+      conninfo = cl.prune.help ? nullptr : &cl.prune.conninfo;
+      break;
+    case outbox::app::Command::kRun:
+      conninfo = cl.run.help || cl.run.version ? nullptr : &cl.run.relay.conninfo;
+      break;
+  }
+  if (conninfo) {
+    if (const std::string problem = outbox::pg::check_conninfo(*conninfo); !problem.empty()) {
+      std::fprintf(stderr, "outbox-relay: --pg: %s\n", problem.c_str());
+      return outbox::relay::kExitUsage;
+    }
+  }
   switch (cl.command) {
     case outbox::app::Command::kSetup:
       if (cl.setup.help) break;
@@ -253,6 +283,9 @@ int main(int argc, char** argv) {
       return outbox::app::run_drop(cl.drop, std::cout, std::cerr);
     case outbox::app::Command::kReconcile:
       if (cl.reconcile.help) break;
+      for (const std::string& w : cl.reconcile.warnings) {
+        std::fprintf(stderr, "outbox-relay reconcile: warning: %s\n", w.c_str());
+      }
       return outbox::app::run_reconcile(cl.reconcile, std::cout, std::cerr);
     case outbox::app::Command::kPrune:
       if (cl.prune.help) break;

@@ -1,5 +1,9 @@
 #include "outbox/app/options.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <boost/asio/ip/address.hpp>
 #include <cctype>
@@ -9,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string_view>
 
 #include "flags.hpp"
@@ -332,28 +337,120 @@ Flag size(std::string name, std::uint64_t& target, std::string help) {
           }};
 }
 
+namespace {
+// librdkafka's property names: lower case words, dots, underscores, digits. Anything else is no
+// property of librdkafka, whose error would quote it (maybe a secret typed in the wrong place).
+bool property_name(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::islower(static_cast<unsigned char>(c)) ||
+           std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+}  // namespace
+
 Flag property(std::string name, std::vector<std::pair<std::string, std::string>>& target,
               std::string help) {
   return Flag(std::move(name), "PROPERTY=VALUE", std::move(help),
               [&target](const std::string& flag, const std::string& value) {
                 auto eq = value.find('=');
                 if (eq == std::string::npos || eq == 0) {
-                  throw malformed(flag, "PROPERTY=VALUE", value);
+                  throw rejected(flag,
+                                 "expected PROPERTY=VALUE (the value is not shown: it may "
+                                 "hold a secret)");
+                }
+                if (!property_name(std::string_view(value).substr(0, eq))) {
+                  throw rejected(flag,
+                                 "expected PROPERTY=VALUE with a librdkafka property name "
+                                 "(lower case, digits, '.', '_') before '=' (the value is "
+                                 "not shown: it may hold a secret)");
                 }
                 target.emplace_back(value.substr(0, eq), value.substr(eq + 1));
               })
       .argv_only();
 }
 
+void check_kafka_properties(const std::vector<std::pair<std::string, std::string>>& properties,
+                            bool allowed, const std::string& source) {
+  if (allowed) return;
+  struct Unsafe {
+    std::string_view name;
+    std::string_view does;
+  };
+  static constexpr Unsafe kUnsafe[] = {
+      {"plugin.library.paths", "loads shared libraries into the relay"},
+      {"sasl.kerberos.kinit.cmd", "is a shell command librdkafka runs"},
+      {"ssl.engine.location", "loads an OpenSSL engine library into the relay"},
+      {"ssl.providers", "loads OpenSSL provider modules into the relay"},
+  };
+  for (const auto& [key, value] : properties) {
+    for (const Unsafe& u : kUnsafe) {
+      if (key == u.name) {
+        throw rejected(source, "property " + key + " " + std::string(u.does) +
+                                   ": refused unless --unsafe-kafka-config is given");
+      }
+    }
+    // The default sasl.kerberos.kinit.cmd passes both to /bin/sh.
+    if (key == "sasl.kerberos.principal" || key == "sasl.kerberos.keytab") {
+      const bool plain = std::all_of(value.begin(), value.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) ||
+               std::string_view("._-/@:+=,").find(c) != std::string_view::npos;
+      });
+      if (!plain) {
+        throw rejected(source, "property " + key +
+                                   " holds shell metacharacters, and librdkafka's kinit command "
+                                   "passes it to /bin/sh: refused unless --unsafe-kafka-config "
+                                   "is given (the value is not shown)");
+      }
+    }
+  }
+}
+
 Flag properties_file(std::string name, std::vector<std::pair<std::string, std::string>>& target,
-                     std::string help) {
+                     std::vector<std::string>& warnings, std::string help) {
   return {std::move(name), "FILE", std::move(help),
-          [&target](const std::string& flag, const std::string& path) {
+          [&target, &warnings](const std::string& flag, const std::string& path) {
             if (path.empty()) throw rejected(flag, "must not be empty");
-            std::ifstream in(path);
-            if (!in) {
+            // Without blocking: a FIFO would wait for a writer. Checked on what was opened.
+            const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+            if (fd < 0) {
               throw rejected(flag, "cannot read " + path + ": " + std::strerror(errno));
             }
+            struct stat st {};
+            const int stat_rc = ::fstat(fd, &st);
+            const int stat_errno = errno;
+            if (stat_rc != 0 || !S_ISREG(st.st_mode)) {
+              ::close(fd);
+              throw rejected(flag, stat_rc != 0
+                                       ? "cannot read " + path + ": " + std::strerror(stat_errno)
+                                       : path + " is not a regular file");
+            }
+            // Its group may read it only when that is the relay's own primary group (a
+            // Kubernetes secret volume with fsGroup: mode 0440, group = the pod's).
+            const bool group_reads = (st.st_mode & S_IRGRP) != 0 && st.st_gid != ::getegid();
+            if ((st.st_mode & S_IROTH) != 0 || group_reads) {
+              warnings.push_back(flag + ": " + path +
+                                 " may be read by its group or by others (it may hold secrets: "
+                                 "chmod 600 it, or use systemd credentials)");
+            }
+            std::string content;
+            char buf[4096];
+            for (;;) {
+              const ssize_t n = ::read(fd, buf, sizeof buf);
+              if (n < 0 && errno == EINTR) continue;
+              if (n < 0) {
+                const int read_errno = errno;
+                ::close(fd);
+                throw rejected(flag, "cannot read " + path + ": " + std::strerror(read_errno));
+              }
+              if (n == 0) break;
+              content.append(buf, static_cast<std::size_t>(n));
+              if (content.size() > (1u << 20)) {
+                ::close(fd);
+                throw rejected(flag, path + " is larger than 1 MiB");
+              }
+            }
+            ::close(fd);
+            std::istringstream in(content);
             const auto trim = [](std::string_view s) {
               const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
               while (!s.empty() && blank(s.front())) s.remove_prefix(1);
@@ -373,6 +470,10 @@ Flag properties_file(std::string name, std::vector<std::pair<std::string, std::s
               }
               std::string key = trim(std::string_view(text).substr(0, eq));
               if (key.empty()) throw rejected(flag, where + ": no property name before '='");
+              if (!property_name(key)) {
+                throw rejected(flag, where + ": not a librdkafka property name before '=' (the " +
+                                         "line is not shown)");
+              }
               read.emplace_back(std::move(key), trim(std::string_view(text).substr(eq + 1)));
             }
             if (in.bad()) {
@@ -617,10 +718,15 @@ Table run_flags(Options& o) {
       flags::off("--no-create", r.create,
                  "do not create a missing publication or slot: fail instead"),
       flags::properties_file(
-          "--kafka-config", o.kafka_config,
+          "--kafka-config", o.kafka_config, o.warnings,
           "librdkafka properties from a file (PROPERTY=VALUE lines, # comments,\n"
           "as kcat -F), e.g. security.protocol, sasl.username, sasl.password;\n"
-          "-X overrides it"),
+          "-X overrides it; a regular file (warned when group or others may read it)"),
+      flags::on("--unsafe-kafka-config", o.unsafe_kafka_config,
+                "accept librdkafka properties that run a command or load code\n"
+                "(plugin.library.paths, sasl.kerberos.kinit.cmd, ssl.engine.location,\n"
+                "ssl.providers): refused without it")
+          .argv_only(),
   };
   // The mapping rows, shared with reconcile; run notes whether --table was given (--messages
   // alone relays no table).
@@ -634,7 +740,8 @@ Table run_flags(Options& o) {
   table.push_back(named(flags::name("--messages", m.message_prefix,
                                     "also relay transactional logical decoding messages with this "
                                     "prefix\n(pg_logical_emit_message(true, PREFIX, envelope), "
-                                    "PostgreSQL 14+);\nwithout --table, only them (default: none)"),
+                                    "PostgreSQL 14+);\nwithout --table, only them (default: none);"
+                                    "\nrefused while PUBLIC may emit (setup --messages)"),
                         "PREFIX"));
   table.push_back(
       flags::choice("--message-format", "auto|json|protobuf", m.message_format, "format",
@@ -739,8 +846,17 @@ Table setup_flags(SetupOptions& o) {
       named(flags::name("--messages", o.message_prefix,
                         "install outbox.emit(), which emits messages with this prefix for\n"
                         "`outbox-relay --messages PREFIX`; without --table no table is needed\n"
-                        "and the publication is created empty"),
+                        "and the publication is created empty; revokes EXECUTE on\n"
+                        "pg_logical_emit_message from PUBLIC (needs a superuser)"),
             "PREFIX"),
+      Flag("--message-writer", "ROLE",
+           "with --messages: a role that may emit messages (EXECUTE on\n"
+           "pg_logical_emit_message and outbox.emit); repeatable",
+           [&o](const std::string& flag, const std::string& value) {
+             if (value.empty()) throw flags::rejected(flag, "must not be empty");
+             o.message_writers.push_back(value);
+           })
+          .argv_only(),
       help_flag(o.help),
   };
 }
@@ -980,6 +1096,9 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
   // The file's properties first: -X overrides them.
   auto& p = o.relay.producer.properties;
   p.insert(p.begin(), o.kafka_config.begin(), o.kafka_config.end());
+  if (!o.help && !o.version) {
+    flags::check_kafka_properties(p, o.unsafe_kafka_config, "-X, --kafka-config");
+  }
   return o;
 }
 
@@ -1007,6 +1126,9 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
       break;
     case Command::kSetup:
       cl.setup = parse_with(setup_flags, rest, env);
+      if (!cl.setup.message_writers.empty() && cl.setup.message_prefix.empty() && !cl.setup.help) {
+        throw flags::rejected("--message-writer", "needs --messages PREFIX");
+      }
       break;
     case Command::kStatus:
       cl.status = parse_with(status_flags, rest, env);

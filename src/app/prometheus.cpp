@@ -146,6 +146,10 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
            "Logical decoding messages with another prefix than --messages: not outbox events, "
            "not relayed.",
            m.other_prefix_messages);
+  w.single("outbox_relay_rejected_messages_total", "counter",
+           "Logical decoding messages with the --messages prefix that could not be relayed (not "
+           "transactional, not a valid envelope, refused) and were skipped under --on-error fail.",
+           m.rejected_messages);
   w.single("outbox_relay_transactions_confirmed_total", "counter",
            "Transactions whose events were all acknowledged and whose end position was confirmed.",
            m.transactions_confirmed);

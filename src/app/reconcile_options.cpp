@@ -176,9 +176,12 @@ flags::Table reconcile_flags(ReconcileOptions& o) {
                       {std::chrono::milliseconds(1), flags::Below::kPositive})
           .defer(),
       flags::properties_file(
-          "--kafka-config", o.kafka_config,
+          "--kafka-config", o.kafka_config, o.warnings,
           "librdkafka properties from a file (PROPERTY=VALUE lines, # comments,\n"
           "as kcat -F); -X overrides it"),
+      flags::on("--unsafe-kafka-config", o.unsafe_kafka_config,
+                "accept librdkafka properties that run a command or load code")
+          .argv_only(),
       flags::property("-X", o.properties,
                       "librdkafka property for the consumer and the producer, repeatable"),
       flags::stop("--help", o.help, "this text").also("-h"),
@@ -206,6 +209,7 @@ ReconcileOptions parse_reconcile(const std::vector<std::string>& args, const Env
   // The file's properties first: -X overrides them.
   o.properties.insert(o.properties.begin(), o.kafka_config.begin(), o.kafka_config.end());
   if (o.help) return o;
+  flags::check_kafka_properties(o.properties, o.unsafe_kafka_config, "-X, --kafka-config");
   // Both ages or both timestamps: the order is known now (mixed ones are checked when run).
   if (o.until && o.since.ago.has_value() == o.until->ago.has_value() &&
       o.since.resolve(0) >= o.until->resolve(0)) {

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "libpq_handles.hpp"
+#include "outbox/pg/conninfo.hpp"
 #include "outbox/pg/publication_check.hpp"
 #include "pq_error.hpp"
 
@@ -59,6 +60,10 @@ struct AdminSession::Impl {
 };
 
 AdminSession::AdminSession(const std::string& conninfo) : impl_(std::make_unique<Impl>()) {
+  // Never hand libpq a conninfo it cannot parse: its message would quote the text.
+  if (std::string problem = check_conninfo(conninfo); !problem.empty()) {
+    throw Error("connect to PostgreSQL: " + problem, "", true);
+  }
   // expand_dbname: conninfo may be a key=value string or a URI, as for the relay.
   const char* keys[] = {"dbname", "fallback_application_name", nullptr};
   const char* values[] = {conninfo.c_str(), "outbox-relay", nullptr};
@@ -223,6 +228,50 @@ void AdminSession::create_emit_function(const std::string& prefix) {
   for (const std::string& sql : emit_function_sql(quote_literal(prefix))) {
     run(impl_->conn.get(), "create function outbox.emit", sql);
   }
+}
+
+AdminSession::EmitRestriction AdminSession::restrict_emit(const std::vector<std::string>& writers) {
+  const std::string list_sql =
+      "SELECT p.oid::regprocedure::text, pg_catalog.has_function_privilege('public', p.oid, "
+      "'EXECUTE')::text FROM pg_catalog.pg_proc p WHERE p.pronamespace = "
+      "'pg_catalog'::regnamespace AND p.proname = 'pg_logical_emit_message' ORDER BY 1";
+  const auto list = [&] {
+    return run(impl_->conn.get(), "list pg_logical_emit_message overloads", list_sql);
+  };
+  std::vector<std::string> signatures;
+  for (const Row& r : list()) signatures.push_back(r.at(0).value_or(""));
+  std::vector<std::string> quoted;
+  for (const std::string& w : writers) quoted.push_back(quote_identifier(w));
+  EmitRestriction result;
+  result.statements = restrict_emit_sql(signatures, quoted);
+  std::vector<std::string> all = result.statements;
+  const bool has_emit =
+      !run(impl_->conn.get(), "look up outbox.emit",
+           "SELECT 1 FROM pg_catalog.pg_proc WHERE oid = pg_catalog.to_regprocedure("
+           "'outbox.emit(text, text, text, jsonb, jsonb, uuid)')")
+           .empty();
+  if (has_emit) {
+    const std::string emit = "outbox.emit(text, text, text, jsonb, jsonb, uuid)";
+    all.push_back("REVOKE EXECUTE ON FUNCTION " + emit + " FROM PUBLIC");
+    for (const std::string& w : quoted) {
+      all.push_back("GRANT USAGE ON SCHEMA outbox TO " + w);
+      all.push_back("GRANT EXECUTE ON FUNCTION " + emit + " TO " + w);
+    }
+  }
+  run(impl_->conn.get(), "begin", "BEGIN");
+  try {
+    for (const std::string& sql : all) {
+      run(impl_->conn.get(), "restrict pg_logical_emit_message", sql);
+    }
+    run(impl_->conn.get(), "commit", "COMMIT");
+  } catch (const Error&) {
+    PQclear(PQexec(impl_->conn.get(), "ROLLBACK"));
+    throw;
+  }
+  for (const Row& r : list()) {
+    if (r.at(1).value_or("") == "true") result.still_public.push_back(r.at(0).value_or(""));
+  }
+  return result;
 }
 
 void AdminSession::create_outbox_table(const std::string& schema, const std::string& table) {

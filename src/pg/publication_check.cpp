@@ -33,6 +33,15 @@ struct TreeRel {
   std::string name;
 };
 
+// One row per pg_logical_emit_message overload (two before PostgreSQL 17, three since: the
+// flush variant) with whether PUBLIC may execute it ("public" is a role name to
+// has_function_privilege).
+constexpr const char* emit_rows_sql =
+    " UNION ALL SELECT 'emit', p.oid::regprocedure::text, "
+    "pg_catalog.has_function_privilege('public', p.oid, 'EXECUTE')::text, NULL, NULL, NULL, "
+    "NULL FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace AND "
+    "p.proname = 'pg_logical_emit_message'";
+
 }  // namespace
 
 std::string publication_check_sql(const PublicationTarget& t, const QuoteFn& quote_literal) {
@@ -74,7 +83,20 @@ std::string publication_check_sql(const PublicationTarget& t, const QuoteFn& quo
          "(SELECT relid FROM tree) "
          "UNION ALL SELECT 'fp', s.oid::text, s.xmin::text, NULL, NULL, NULL, 'ns' FROM "
          "pg_catalog.pg_publication_namespace s JOIN pub ON s.pnpubid = pub.oid WHERE s.pnnspid "
-         "IN (SELECT relnamespace FROM tree)";
+         "IN (SELECT relnamespace FROM tree)" +
+         (t.messages ? std::string(emit_rows_sql) : std::string());
+}
+
+std::vector<std::string> restrict_emit_sql(const std::vector<std::string>& signatures,
+                                           const std::vector<std::string>& quoted_writers) {
+  std::vector<std::string> out;
+  for (const std::string& sig : signatures) {
+    out.push_back("REVOKE EXECUTE ON FUNCTION " + sig + " FROM PUBLIC");
+    for (const std::string& w : quoted_writers) {
+      out.push_back("GRANT EXECUTE ON FUNCTION " + sig + " TO " + w);
+    }
+  }
+  return out;
 }
 
 std::string create_publication_sql(const PublicationTarget& t, const QuoteFn& quote_identifier) {
@@ -96,6 +118,7 @@ PublicationCheck assess_publication(const PublicationTarget& t, const Rows& rows
   std::optional<Row> tbl;
   std::vector<TreeRel> tree;
   std::vector<std::string> fingerprint_rows;
+  std::vector<std::string> public_emit;
   for (const Row& r : rows) {
     if (r.size() != 7 || !r[0]) throw std::runtime_error("publication check: unexpected row");
     const std::string& kind = *r[0];
@@ -112,6 +135,8 @@ PublicationCheck assess_publication(const PublicationTarget& t, const Rows& rows
       rel.rowfilter = r[5];
       rel.name = r[6].value_or("?");
       tree.push_back(std::move(rel));
+    } else if (kind == "emit") {
+      if (is_true(r[2])) public_emit.push_back(r[1].value_or("?"));
     } else if (kind == "fp") {
       fingerprint_rows.push_back(r[6].value_or("") + ":" + r[1].value_or("") + ":" +
                                  r[2].value_or(""));
@@ -134,9 +159,21 @@ PublicationCheck assess_publication(const PublicationTarget& t, const Rows& rows
     if (rel.published) check.published_relids.push_back(rel.relid);
   }
 
+  check.public_emit = public_emit;
+
   if (!pub) {
     check.problem = "publication " + pubname + " does not exist (run `outbox-relay setup`, or " +
                     "let the relay create it by not giving --no-create)";
+    return check;
+  }
+  if (t.messages && !public_emit.empty()) {
+    std::string sigs;
+    for (const auto& sig : public_emit) sigs += (sigs.empty() ? "" : ", ") + sig;
+    check.problem =
+        "PUBLIC may execute " + sigs +
+        ": with --messages any role that can connect could publish forged events (run "
+        "`outbox-relay setup --messages PREFIX --message-writer ROLE` as a superuser, or REVOKE "
+        "EXECUTE ON FUNCTION ... FROM PUBLIC by hand: see docs/security.md)";
     return check;
   }
   // Messages only (no table): the publication has nothing to hide, it only has to exist.

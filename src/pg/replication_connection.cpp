@@ -16,6 +16,7 @@
 #include <map>
 
 #include "libpq_handles.hpp"
+#include "outbox/pg/conninfo.hpp"
 #include "outbox/pgoutput/wire.hpp"
 #include "pq_error.hpp"
 
@@ -156,6 +157,10 @@ ReplicationConnection::~ReplicationConnection() {
 awaitable<void> ReplicationConnection::connect(const std::string& conninfo, Duration timeout,
                                                bool replication) {
   auto until = std::chrono::steady_clock::now() + timeout;
+  // Never hand libpq a conninfo it cannot parse: its message would quote the text.
+  if (std::string problem = check_conninfo(conninfo); !problem.empty()) {
+    throw Error("connect to PostgreSQL: " + problem, "", true);
+  }
   // expand_dbname=1: the first "dbname" holds the user's conninfo; later keywords override it.
   // A cut network shows no FIN: without these the relay could wait on a dead socket for the
   // kernel's retransmission timeout (~15 min). Status updates go out every --status-interval, so

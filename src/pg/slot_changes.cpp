@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "libpq_handles.hpp"
+#include "outbox/pg/conninfo.hpp"
 #include "pq_error.hpp"
 
 namespace outbox::pg {
@@ -48,6 +49,10 @@ struct SlotChangeScan::Impl {
 };
 
 SlotChangeScan::SlotChangeScan(const std::string& conninfo) : impl_(std::make_unique<Impl>()) {
+  // Never hand libpq a conninfo it cannot parse: its message would quote the text.
+  if (std::string problem = check_conninfo(conninfo); !problem.empty()) {
+    throw Error("connect to PostgreSQL: " + problem, "", true);
+  }
   const char* keys[] = {"dbname", "fallback_application_name", nullptr};
   const char* values[] = {conninfo.c_str(), "outbox-relay status", nullptr};
   impl_->conn.reset(PQconnectdbParams(keys, values, 1));

@@ -57,9 +57,17 @@ struct Pipeline::Poison {
   std::string reason_code;  // short label for metrics
   bool size_error;          // the value itself is too large: leave it out of the DLQ record
   std::span<const kafka::Header> extra_headers = {};  // header placements, when known
+  // From a logical message of --messages: never a fail-stop, and never parks (poison_in_stream()).
+  bool message = false;
 };
 
 namespace {
+// A field of a dead-letter record that was too large, cut to this many bytes.
+constexpr std::size_t kClipped = 1024;
+std::string clip(std::string_view s, std::size_t at = kClipped) {
+  if (s.size() <= at) return std::string(s);
+  return std::string(s.substr(0, at)) + "... (" + std::to_string(s.size()) + " bytes)";
+}
 // Byte count of the DLQ record, as its delivery report will give it.
 std::size_t dlq_bytes(const Pipeline::Poison& p);
 }  // namespace
@@ -314,11 +322,12 @@ Pipeline::Step Pipeline::produce_insert(const pgoutput::Insert& ins, const pgout
   return produce_event(std::get<mapping::Event>(mapped), false);
 }
 
-Pipeline::Step Pipeline::map_error(const mapping::MapError& err) {
+Pipeline::Step Pipeline::map_error(const mapping::MapError& err, bool message) {
   std::string reason = "column " + err.column + " " + err.reason;
   if (err.column.empty()) reason = err.reason;
   Poison p{err.id,    err.aggregateid, err.payload,     err.type, err.topic,
            err.table, reason,          "MAPPING_ERROR", false};
+  p.message = message;
   return poison_in_stream(p);
 }
 
@@ -355,7 +364,7 @@ Pipeline::Step Pipeline::on_message(const pgoutput::LogicalMessage& m, const pgo
 Pipeline::Step Pipeline::produce_message(const pgoutput::LogicalMessage& m) {
   if (isolation_inflight_) return Pipeline::Step::kWaitDelivery;
   mapping::MessageMapResult mapped = mapper_.map_message(m);
-  if (auto* err = std::get_if<mapping::MapError>(&mapped)) return map_error(*err);
+  if (auto* err = std::get_if<mapping::MapError>(&mapped)) return map_error(*err, true);
   if (auto* other = std::get_if<mapping::OtherPrefix>(&mapped)) {
     count_other_prefix(other->prefix);
     return Pipeline::Step::kDone;
@@ -383,7 +392,7 @@ Pipeline::Step Pipeline::message_outside_transaction(const pgoutput::LogicalMess
   mapping::MessageMapResult mapped = mapper_.map_message(m);
   const auto* err = std::get_if<mapping::MapError>(&mapped);
   if (!err) throw std::logic_error("a non-transactional message mapped to an event");
-  const Step step = map_error(*err);
+  const Step step = map_error(*err, true);
   if (step != Pipeline::Step::kDone) {
     // Handed again after the wait: nothing of it stays tracked meanwhile.
     tracker_.abandon_open();
@@ -420,6 +429,27 @@ Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
   const std::size_t first_extra = nheaders;
   for (const mapping::ExtraHeader& h : ev.headers) headers_[nheaders++] = {h.name, h.value};
   const std::span<const kafka::Header> extra(headers_.data() + first_extra, nheaders - first_extra);
+  // The relay's own topics are no destination for an event, whatever the template renders: a
+  // record in the checkpoint topic under a relay's key would make every later start of that
+  // relay fail, one in the dead-letter topic would pass for a dead-lettered event.
+  const bool checkpoint = ev.topic == config_.checkpoint_topic;
+  if (checkpoint || ev.topic == config_.dlq_topic) {
+    Poison p{ev.id,
+             ev.key,
+             ev.value,
+             ev.type,
+             ev.topic,
+             source(),
+             "its topic is the relay's own " +
+                 std::string(checkpoint ? "checkpoint topic (--checkpoint-topic)"
+                                        : "dead-letter topic (--dlq-topic)") +
+                 ": no event may be written there",
+             "RESERVED_TOPIC",
+             false,
+             extra};
+    p.message = message;
+    return poison_in_stream(p);
+  }
   if (!parked_.empty() || parked_null_key_) {
     if (is_parked(ev.key)) {
       Poison p{ev.id,
@@ -479,6 +509,7 @@ Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
       Poison p{ev.id,         ev.key,   ev.value, ev.type,
                ev.topic,      source(), pr.error, first_word(pr.error),
                pr.size_error, extra};
+      p.message = message;
       return poison_in_stream(p);
     }
   }
@@ -532,7 +563,23 @@ std::string Pipeline::describe(const Poison& p, Lsn lsn) const {
 }
 
 // A poison event met while reading the stream (mapping or local produce failure).
+//
+// A logical message is never a fail-stop: whoever may execute pg_logical_emit_message (every
+// role, unless `setup --messages` revoked it from PUBLIC) could otherwise stop the relay for good,
+// since the slot stays before the message and every restart meets it again. Under --on-error
+// fail it is counted, logged with its LSN and skipped (the slot moves past it); under dlq it is
+// dead-lettered without parking the aggregate its envelope names, which a malformed envelope
+// cannot be trusted to name. Outbox rows, whose writers the table's grants choose, keep their
+// fail-stop.
 Pipeline::Step Pipeline::poison_in_stream(const Poison& p) {
+  if (p.message && config_.on_error == OnError::kFail) {
+    ++metrics_.rejected_messages;
+    log_->warn(
+        "event=message_rejected slot={} lsn={} detail={}: skipped (a logical message never stops "
+        "the relay); counted in outbox_relay_rejected_messages_total",
+        config_.slot, commit_lsn_.to_string(), quoted(describe(p, commit_lsn_)));
+    return Pipeline::Step::kDone;
+  }
   const bool parked = p.reason_code == kParked;
   if (parked) {
     ++metrics_.parked_events;
@@ -543,10 +590,11 @@ Pipeline::Step Pipeline::poison_in_stream(const Poison& p) {
     throw FatalError({kExitPoisonEvent, "cannot relay " + describe(p, commit_lsn_) + "; slot " +
                                             config_.slot + " is not confirmed past it"});
   }
-  const kafka::ProduceStatus status = dead_letter(p, *txn_, commit_lsn_);
+  std::size_t bytes = 0;
+  const kafka::ProduceStatus status = dead_letter(p, *txn_, commit_lsn_, bytes);
   if (status == kafka::ProduceStatus::kQueued) {
-    tracker_.add_event(*txn_, dlq_bytes(p));
-    park(p.key);
+    tracker_.add_event(*txn_, bytes);
+    if (!p.message) park(p.key);
     return Pipeline::Step::kDone;
   }
   const bool stopped = status == kafka::ProduceStatus::kFailed && sink_.stopped();
@@ -566,8 +614,13 @@ Pipeline::Step Pipeline::poison_in_stream(const Poison& p) {
 }
 
 // Publishes the poison event to the dead-letter topic; the record's acknowledgement counts
-// for the original event.
-kafka::ProduceStatus Pipeline::dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn) {
+// for the original event. When the record is itself too large for the producer (a huge key,
+// placed header, trace state, or a topic name rendered from a huge aggregate type, which the
+// error text repeats), a compact one goes instead: the value and the placed headers left out,
+// the key and the other fields cut to kClipped bytes, and outbox.truncated saying so. Otherwise
+// --on-error dlq would stop at the very events it is there to set aside.
+kafka::ProduceStatus Pipeline::dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn,
+                                           std::size_t& bytes) {
   std::string lsn_text = lsn.to_string();
   std::vector<kafka::Header> h(7 + p.extra_headers.size());
   std::size_t n = 0;
@@ -581,11 +634,45 @@ kafka::ProduceStatus Pipeline::dead_letter(const Poison& p, AckTracker::TxnSeq t
   if (p.size_error) h[n++] = {"outbox.value.omitted", "too large for the broker"};
   kafka::Record rec{config_.dlq_topic, p.key, p.size_error ? std::nullopt : p.value,
                     std::span<const kafka::Header>(h.data(), n), tracker_.commit_time_ms_of(txn)};
+  bytes = dlq_bytes(p);
   kafka::ProduceResult r = sink_.produce(rec, txn | kDlqFlag, Route::kBatched);
+  bool truncated = false;
+  if (r.status == kafka::ProduceStatus::kFailed && r.size_error && !sink_.stopped()) {
+    truncated = true;
+    std::string omitted;
+    for (const kafka::Header& extra : p.extra_headers) {
+      omitted += (omitted.empty() ? "" : ", ") + std::string(extra.name);
+    }
+    const std::string fields[] = {
+        clip(p.id),
+        p.type ? clip(*p.type) : std::string(),
+        clip(p.reason),
+        clip(p.original_topic),
+        clip(p.table),
+        "the dead-letter record was too large: key and fields cut to " + std::to_string(kClipped) +
+            " bytes, the value" +
+            (omitted.empty() ? std::string() : " and the headers " + clip(omitted)) + " left out",
+    };
+    const std::optional<std::string> key =
+        p.key ? std::optional<std::string>(clip(*p.key)) : std::nullopt;
+    n = 0;
+    h[n++] = {"id", fields[0]};
+    if (p.type) h[n++] = {"type", fields[1]};
+    h[n++] = {"outbox.error", fields[2]};
+    h[n++] = {"outbox.original.topic", fields[3]};
+    h[n++] = {"outbox.table", fields[4]};
+    h[n++] = {"outbox.lsn", lsn_text};
+    h[n++] = {"outbox.truncated", fields[5]};
+    const kafka::Record compact{
+        config_.dlq_topic, key ? std::optional<std::string_view>(*key) : std::nullopt, std::nullopt,
+        std::span<const kafka::Header>(h.data(), n), tracker_.commit_time_ms_of(txn)};
+    bytes = key ? key->size() : 0;
+    r = sink_.produce(compact, txn | kDlqFlag, Route::kBatched);
+  }
   if (r.status == kafka::ProduceStatus::kQueued) {
     ++metrics_.dlq_events;
-    log_->warn("event=dead_lettered slot={} dlq_topic={} detail={}", config_.slot,
-               config_.dlq_topic, quoted(describe(p, lsn)));
+    log_->warn("event=dead_lettered slot={} dlq_topic={} truncated={} detail={}", config_.slot,
+               config_.dlq_topic, truncated, quoted(clip(describe(p, lsn), 4 * kClipped)));
   }
   return r.status;
 }
@@ -644,7 +731,8 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
       fail({kExitPoisonEvent, std::string(dlq_record ? "dead-letter record of " : "delivery of ") +
                                   describe(p, lsn) + "; slot " + config_.slot +
                                   " is not confirmed past it"});
-    } else if (dead_letter(p, txn, lsn) != kafka::ProduceStatus::kQueued) {
+    } else if (std::size_t bytes = 0;
+               dead_letter(p, txn, lsn, bytes) != kafka::ProduceStatus::kQueued) {
       if (sink_.stopped()) {
         // The main producer stopped at a refused batch meanwhile: this record goes alone again.
         suspects_.emplace(d.id_header);
@@ -655,7 +743,7 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
                                   config_.dlq_topic + " (producer queue full or rejected)"});
     } else {
       // The original record's place in its transaction passes to the DLQ record.
-      tracker_.resize_event(txn, d.bytes, dlq_bytes(p));
+      tracker_.resize_event(txn, d.bytes, bytes);
       park(p.key);
     }
   }

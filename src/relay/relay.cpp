@@ -553,7 +553,7 @@ class Relay::Impl : private Pipeline::Sink {
 
   pg::PublicationTarget publication_target() const {
     return {config_.publication, config_.mapper.schema, config_.mapper.table,
-            config_.mapper.more_tables};
+            config_.mapper.more_tables, !config_.mapper.message_prefix.empty()};
   }
 
   // The slot is confirmed up to what Kafka acknowledged, and never past the WAL position of the

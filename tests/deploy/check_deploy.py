@@ -14,8 +14,11 @@
       and fixed label value that the alert rules and the dashboard query is in its /metrics,
       and the probe and scrape paths of the manifests and the compose file answer (not 404).
   check_deploy.py unit --relay BIN --unit FILE --env FILE
-      the ExecStart of a systemd unit, expanded with its environment file as systemd does, is
-      accepted by the binary's parser.
+      the ExecStart of a systemd unit, expanded with its environment file as systemd does (and
+      %d with a credentials directory holding copies of its LoadCredential= files), is
+      accepted by the binary's parser; the unit has LimitCORE=0 and loads its secrets as
+      systemd credentials (pgpass, kafka.properties), and the environment file holds no
+      PGPASSWORD.
   check_deploy.py dockerfile --deb FILE
       the runtime stage of docker/Dockerfile installs every package the Debian package depends
       on (its Depends come from the binary's libraries, by dpkg-shlibdeps): listed, provided by
@@ -256,7 +259,44 @@ def check_kubernetes(relay):
     args = [expand(a) for a in c["args"]]
     if any(env.get(m) == "(secret)" for a in c["args"] for m in re.findall(r"\$\((\w+)\)", a)):
         problem(f"{where}: a secret is passed as an argument (visible to ps); pass it as env")
-    parser_accepts(relay, args, where + " args")
+    # docs/security.md: no service-account token, the PostgreSQL server verified, only
+    # Prometheus at the HTTP port.
+    if pod.get("automountServiceAccountToken") is not False:
+        problem(f"{where}: automountServiceAccountToken is not false (the relay needs no token)")
+    if "sslmode=verify-full" not in env.get("RELAY_PG", ""):
+        problem(f"{where}: RELAY_PG does not verify the server (sslmode=verify-full)")
+    policies = [d for (kind, _), (_, d) in objs.items() if kind == "NetworkPolicy"]
+    if not any(all(pod_labels.get(k) == v for k, v in
+                   d["spec"]["podSelector"].get("matchLabels", {}).items()) for d in policies):
+        problem(f"deploy/kubernetes: no NetworkPolicy selects the relay's pods")
+    # The mounted Secret and ConfigMap files, as the kubelet would write them, under a
+    # temporary directory standing for each mount path.
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    with tempfile.TemporaryDirectory() as root:
+        for mount in c.get("volumeMounts", []):
+            vol = volumes.get(mount["name"])
+            if vol is None:
+                problem(f"{where}: volumeMount {mount['name']} has no volume")
+                continue
+            if "secret" in vol:
+                source = objs.get(("Secret", vol["secret"]["secretName"]), (None, {}))[1]
+                files = source.get("stringData", {})
+                items = vol["secret"].get("items")
+            else:
+                source = objs.get(("ConfigMap", vol["configMap"]["name"]), (None, {}))[1]
+                files = source.get("data", {})
+                items = vol["configMap"].get("items")
+            local = pathlib.Path(root) / mount["name"]
+            local.mkdir()
+            for item in items or [{"key": k, "path": k} for k in files]:
+                if item["key"] not in files:
+                    problem(f"{where}: volume {mount['name']} item {item['key']} is not a key of "
+                            f"its {('Secret' if 'secret' in vol else 'ConfigMap')}")
+                    continue
+                (local / item["path"]).write_text(files[item["key"]])
+                (local / item["path"]).chmod(0o440)
+            args = [a.replace(mount["mountPath"], str(local)) for a in args]
+        parser_accepts(relay, args, where + " args")
     port = metrics_port(args, where)
     ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
     if ports.get("metrics") != port:
@@ -327,13 +367,40 @@ def read_env_file(path):
     return env
 
 
+def unit_settings(unit_text, key):
+    return [l.split("=", 1)[1] for l in unit_text.splitlines() if l.startswith(key + "=")]
+
+
 def check_unit(relay, unit, env_file):
     env = read_env_file(env_file)
-    argv = systemd_argv(unit.read_text(), env)
-    if "PGPASSWORD" in " ".join(argv) or "password" in " ".join(argv).lower():
-        problem(f"{unit}: a password on the command line")
-    # argv[0] is the installed path; the binary under test checks the arguments.
-    parser_accepts(relay, argv[1:], f"{unit.name} ExecStart with {env_file.name}")
+    text = unit.read_text()
+    # The secrets are systemd credentials (the dynamic user owns no file), and no core dump
+    # holds them.
+    if "LimitCORE=0" not in text.splitlines():
+        problem(f"{unit.name}: no LimitCORE=0 (a core dump would hold the passwords)")
+    creds = dict(c.split(":", 1) for c in unit_settings(text, "LoadCredential"))
+    for needed in ("pgpass", "kafka.properties"):
+        if needed not in creds:
+            problem(f"{unit.name}: no LoadCredential={needed}:...")
+    if "PGPASSFILE=%d/pgpass" not in unit_settings(text, "Environment"):
+        problem(f"{unit.name}: libpq is not pointed at the pgpass credential (PGPASSFILE=%d/pgpass)")
+    if "PGPASSWORD" in env:
+        problem(f"{env_file.name}: PGPASSWORD set (use /etc/outbox-relay/pgpass)")
+    # The credentials directory as systemd makes it: read-only copies of the files, or of the
+    # package's own when checking the repository.
+    with tempfile.TemporaryDirectory() as credentials:
+        for name, source in creds.items():
+            path = pathlib.Path(source)
+            if not path.is_file():
+                path = REPO / "packaging" / path.name
+            target = pathlib.Path(credentials) / name
+            target.write_bytes(path.read_bytes())
+            target.chmod(0o400)
+        argv = [a.replace("%d", credentials) for a in systemd_argv(text, env)]
+        if "PGPASSWORD" in " ".join(argv) or "password" in " ".join(argv).lower():
+            problem(f"{unit}: a password on the command line")
+        # argv[0] is the installed path; the binary under test checks the arguments.
+        parser_accepts(relay, argv[1:], f"{unit.name} ExecStart with {env_file.name}")
     if flag_value(argv, "--pg") in (None, "") or flag_value(argv, "--brokers") in (None, ""):
         problem(f"{unit.name}: --pg or --brokers empty with {env_file.name}")
 

@@ -2,7 +2,10 @@
 // decoding messages (pg_logical_emit_message) relayed with --messages PREFIX, alone or
 // interleaved with outbox inserts, in commit order; emitted through the SQL function that
 // `setup --messages` installs and through the C++ client helper (protobuf envelope); poison
-// messages (non-transactional, unparseable) dead-lettered or stopping the relay with exit code 3.
+// messages (non-transactional, unparseable) dead-lettered, or skipped under --on-error fail (a
+// message never stops the relay). And the trust boundary (docs/security.md): after
+// `setup --messages --message-writer ROLE` an ordinary login can neither publish a forged event
+// nor stop the relay, and the relay refuses --messages while PUBLIC may emit.
 // Each test checks what a consumer sees: the records, nothing extra, in order, the exact bytes.
 
 #include <gtest/gtest.h>
@@ -29,16 +32,61 @@ class MessagesIntegration : public E2eTest {
 
   void SetUp() override {
     E2eTest::SetUp();
+    if (HasFatalFailure()) return;
     prefix_ = "outbox_" + suffix_;
+    // What `setup --messages` does (docs/security.md): the relay refuses --messages while PUBLIC
+    // may emit. The tests emit as the superuser of scripts/test.sh, who always may.
+    // Serialized: two tests revoking at once would update the same catalog rows concurrently.
+    pg_->exec("BEGIN; SELECT pg_advisory_xact_lock(2505); " + std::string(kRevokeEmitFromPublic) +
+              "; COMMIT");
   }
 
   void TearDown() override {
     E2eTest::TearDown();
-    if (drop_function_) pg_->exec("DROP SCHEMA IF EXISTS outbox CASCADE");
+    if (!pg_) return;
+    try {
+      if (drop_function_) pg_->exec("DROP SCHEMA IF EXISTS outbox CASCADE");
+      if (!database_.empty()) {
+        // A logical slot is dropped from its own database, and holds the database until then.
+        PgClient(conninfo_ + " dbname=" + database_)
+            .exec(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE "
+                "database = current_database()");
+        pg_->exec("DROP DATABASE IF EXISTS " + database_ + " WITH (FORCE)");
+      }
+      for (const std::string& role : roles_) {
+        pg_->exec("DROP OWNED BY " + role + "; DROP ROLE IF EXISTS " + role);
+      }
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "cleanup: " << e.what();
+    }
   }
 
-  // A relay of messages only: relay_args() without --table.
-  RelayProcess& start_messages_relay(std::vector<std::string> extra) {
+  // The statements docs/security.md gives for running by hand.
+  static constexpr const char* kRevokeEmitFromPublic =
+      "DO $$ DECLARE f regprocedure; BEGIN FOR f IN SELECT p.oid::regprocedure FROM "
+      "pg_catalog.pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.proname = "
+      "'pg_logical_emit_message' LOOP EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', "
+      "f); END LOOP; END $$";
+
+  // A LOGIN role dropped in TearDown (with what was granted to it).
+  std::string create_role(const std::string& name, const std::string& options = "LOGIN") {
+    const std::string role = name + "_" + suffix_;
+    pg_->exec("CREATE ROLE " + role + " " + options);
+    roles_.push_back(role);
+    return role;
+  }
+
+  // A database of the test's own, dropped in TearDown: what a fresh database grants PUBLIC.
+  std::string create_database() {
+    database_ = "sec_" + suffix_;
+    pg_->exec("CREATE DATABASE " + database_);
+    return conninfo_ + " dbname=" + database_;
+  }
+
+  // A relay of messages only: relay_args() without --table (and with `conninfo` when given).
+  RelayProcess& start_messages_relay(std::vector<std::string> extra,
+                                     const std::string& conninfo = "") {
     std::vector<std::string> args;
     const std::vector<std::string> all = relay_args();
     for (std::size_t i = 0; i < all.size(); ++i) {
@@ -47,6 +95,10 @@ class MessagesIntegration : public E2eTest {
         continue;
       }
       args.push_back(all[i]);
+      if (all[i] == "--pg" && !conninfo.empty()) {
+        args.push_back(conninfo);
+        ++i;
+      }
     }
     args.insert(args.end(), {"--messages", prefix_});
     args.insert(args.end(), extra.begin(), extra.end());
@@ -80,6 +132,8 @@ class MessagesIntegration : public E2eTest {
 
   std::string prefix_;
   bool drop_function_ = false;
+  std::vector<std::string> roles_;
+  std::string database_;
 };
 
 std::string header_or(const Record& r, const std::string& name, const std::string& otherwise = "") {
@@ -271,25 +325,143 @@ TEST_F(MessagesIntegration, PoisonMessagesAreDeadLettered) {
       << describe(*untransactional);
 }
 
-// --on-error fail (the default): a non-transactional message with the prefix stops the relay with
-// exit code 3, naming it and its LSN, and the slot stays before it.
-TEST_F(MessagesIntegration, NonTransactionalMessageFailsWithExitCode3) {
+// --on-error fail (the default): a non-transactional message with the prefix is no event, but it
+// must not stop the relay (whoever may emit could otherwise halt it for good: the slot would stay
+// before the message and every restart meet it again). It is logged with its LSN, counted and
+// skipped; the next event is delivered and the slot moves past it.
+TEST_F(MessagesIntegration, NonTransactionalMessageIsSkippedNotAFailStop) {
   RelayProcess& relay = start_messages_relay({});
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
   const std::optional<std::string> at =
       pg_->scalar("SELECT pg_logical_emit_message(false, '" + prefix_ + "', 'anything')::text");
   ASSERT_TRUE(at);
-  const std::optional<int> code = relay.wait_exit(60s);
-  ASSERT_TRUE(code) << "the relay did not stop";
-  EXPECT_EQ(*code, 3);
+  pg_->exec("BEGIN; SELECT pg_logical_emit_message(true, '" + prefix_ +
+            "', 'not an envelope'); COMMIT;");
+  pg_->exec("BEGIN;" + emit_json(1, "after") + "COMMIT;");
+  const Lsn lsn = pg_->current_wal_lsn();
+  const std::vector<Record> records = read_all(1, {topics_[0]});
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(seq_of(records[0].value), 1) << "the next event is delivered";
+  EXPECT_TRUE(expect_confirmed_reaches(lsn, 30s)) << "the slot moves past the skipped messages";
+  EXPECT_TRUE(relay.is_running());
   const std::string log = read_file(relay.log_path());
-  EXPECT_NE(log.find("not transactional"), std::string::npos) << log;
-  EXPECT_NE(log.find("message at LSN " + *at), std::string::npos) << log;
-  const std::optional<std::string> before = pg_->scalar(
-      "SELECT (confirmed_flush_lsn <= $1::pg_lsn)::text FROM pg_replication_slots "
-      "WHERE slot_name = $2",
-      {*at, slot_});
-  EXPECT_EQ(before, "true") << "the slot was confirmed past the message at " << *at;
+  EXPECT_NE(log.find("event=message_rejected"), std::string::npos) << log;
+  EXPECT_NE(log.find("lsn=" + *at), std::string::npos) << log;
+  expect_graceful_stop(relay);
+}
+
+// The attack of issue 25, after `setup --messages PREFIX --message-writer ROLE` as documented: a
+// role created with nothing but LOGIN can call neither pg_logical_emit_message (any overload) nor
+// outbox.emit(), so no forged event reaches Kafka and nothing it does stops the relay; the writer
+// role emits through outbox.emit() and its events arrive.
+TEST_F(MessagesIntegration, AnOrdinaryLoginCanNeitherForgeNorStop) {
+  // A database of its own: outbox.emit() is one per database, and other tests install theirs.
+  const std::string fresh = create_database();
+  const std::string writer = create_role("writer");
+  const std::string intruder = create_role("intruder");
+  const CommandResult setup =
+      run_to_end(relay_bin_,
+                 {"setup", "--pg", fresh, "--slot", slot_, "--publication", publication_,
+                  "--messages", prefix_, "--message-writer", writer},
+                 log_path("setup_out"), log_path("setup_err"), 60s);
+  ASSERT_EQ(setup.exit_code, 0) << setup.out << setup.err;
+  EXPECT_NE(setup.out.find("EXECUTE revoked from PUBLIC, granted to " + writer), std::string::npos)
+      << setup.out;
+  RelayProcess& relay = start_messages_relay({}, fresh);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+
+  PgClient as_intruder(fresh + " user=" + intruder);
+  const std::string forged =
+      "'{\"id\":\"6f1c1f6e-0000-4000-8000-000000000001\",\"aggregatetype\":\"" +
+      aggregatetypes_[0] +
+      "\",\"aggregateid\":\"o-7\",\"type\":\"OrderPaid\",\"payload\":{\"seq\":666}}'";
+  for (const std::string& sql :
+       {"SELECT pg_logical_emit_message(true, '" + prefix_ + "', " + forged + ")",
+        "SELECT pg_logical_emit_message(true, '" + prefix_ + "', convert_to(" + forged +
+            ", 'UTF8'))",
+        "SELECT pg_logical_emit_message(false, '" + prefix_ + "', 'halt')",
+        "SELECT outbox.emit('" + aggregatetypes_[0] + "', 'o-7', 'OrderPaid', '{\"seq\": 666}')"}) {
+    try {
+      as_intruder.exec(sql);
+      ADD_FAILURE() << "the intruder may run " << sql;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("permission denied"), std::string::npos) << e.what();
+    }
+  }
+  PgClient as_writer(fresh + " user=" + writer);
+  as_writer.exec("SELECT outbox.emit('" + aggregatetypes_[0] +
+                 "', 'o-8', 'OrderPlaced', '{\"seq\": 1}')");
+  as_writer.exec("SELECT pg_logical_emit_message(true, '" + prefix_ + "', " +
+                 "jsonb_build_object('id', gen_random_uuid(), 'aggregatetype', '" +
+                 aggregatetypes_[0] +
+                 "', 'aggregateid', 'o-8', 'type', 'OrderPaid', 'payload', "
+                 "jsonb_build_object('seq', 2))::text)");
+  const Lsn lsn = pg_->current_wal_lsn();
+  const std::vector<Record> records = read_all(2, {topics_[0]});
+  ASSERT_EQ(records.size(), 2u) << "the writer's two events, and no forged one";
+  EXPECT_EQ(seq_of(records[0].value), 1);
+  EXPECT_EQ(seq_of(records[1].value), 2);
+  EXPECT_TRUE(expect_confirmed_reaches(lsn, 30s));
+  EXPECT_TRUE(relay.is_running());
+  expect_graceful_stop(relay);
+}
+
+// Where PUBLIC may emit (a fresh database grants it), `setup --messages` run by a role that may
+// not revoke it exits 5 and prints the statements for a superuser; the relay with --messages
+// refuses to start (exit 5); and a relay already streaming stops (exit 5) at its next publication
+// check once EXECUTE is granted back to PUBLIC.
+TEST_F(MessagesIntegration, RefusedWhilePublicMayEmit) {
+  const std::string fresh = create_database();
+  PgClient db(fresh);
+  const std::string owner = create_role("owner", "LOGIN CREATEDB");
+  db.exec("GRANT CREATE ON DATABASE " + database_ + " TO " + owner);
+  const CommandResult not_superuser =
+      run_to_end(relay_bin_,
+                 {"setup", "--pg", fresh + " user=" + owner, "--slot", slot_, "--publication",
+                  publication_, "--messages", prefix_},
+                 log_path("setup1_out"), log_path("setup1_err"), 60s);
+  EXPECT_EQ(not_superuser.exit_code, 5) << not_superuser.out << not_superuser.err;
+  EXPECT_NE(not_superuser.err.find("PUBLIC may still execute pg_logical_emit_message"),
+            std::string::npos)
+      << not_superuser.err;
+  EXPECT_NE(
+      not_superuser.err.find(
+          "REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean,text,text) FROM PUBLIC"),
+      std::string::npos)
+      << not_superuser.err;
+
+  std::vector<std::string> args = {"--pg",
+                                   fresh,
+                                   "--brokers",
+                                   brokers_,
+                                   "--slot",
+                                   slot_,
+                                   "--publication",
+                                   publication_,
+                                   "--messages",
+                                   prefix_,
+                                   "--publication-check-interval",
+                                   "1s"};
+  relays_.push_back(std::make_unique<RelayProcess>(relay_bin_, args, log_path("refused")));
+  RelayProcess& refused = *relays_.back();
+  std::optional<int> code = refused.wait_exit(60s);
+  ASSERT_TRUE(code) << "the relay did not stop";
+  EXPECT_EQ(*code, 5);
+  std::string log = read_file(refused.log_path());
+  EXPECT_NE(log.find("PUBLIC may execute pg_logical_emit_message"), std::string::npos) << log;
+
+  db.exec(kRevokeEmitFromPublic);
+  relays_.push_back(std::make_unique<RelayProcess>(relay_bin_, args, log_path("streaming")));
+  RelayProcess& relay = *relays_.back();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  db.exec("GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO PUBLIC");
+  code = relay.wait_exit(60s);
+  ASSERT_TRUE(code) << "the relay did not notice";
+  EXPECT_EQ(*code, 5);
+  log = read_file(relay.log_path());
+  EXPECT_NE(log.find("PUBLIC may execute pg_logical_emit_message(boolean,text,text)"),
+            std::string::npos)
+      << log;
 }
 
 // --delivery exactly-once with messages and inserts: the same records, in commit order, and the

@@ -92,6 +92,13 @@ grep -q -E "^-rw------- root/root .* \.$envfile\$" <<<"$contents" ||
   fail "$envfile is not -rw------- root/root in the package: $(grep "$envfile" <<<"$contents")"
 dpkg-deb --ctrl-tarfile "$deb" | tar -xOf - ./conffiles | grep -q -x "$envfile" ||
   fail "$envfile is not a conffile"
+# The unit's secrets, loaded as systemd credentials: root-only conffiles.
+for cred in /etc/outbox-relay/pgpass /etc/outbox-relay/kafka.properties; do
+  grep -q -E "^-rw------- root/root .* \.$cred\$" <<<"$contents" ||
+    fail "$cred is not -rw------- root/root in the package: $(grep "$cred" <<<"$contents")"
+  dpkg-deb --ctrl-tarfile "$deb" | tar -xOf - ./conffiles | grep -q -x "$cred" ||
+    fail "$cred is not a conffile"
+done
 
 step "docker/Dockerfile's runtime stage installs what the package depends on"
 "$python" "$check_deploy" dockerfile --deb "$deb"
@@ -133,7 +140,7 @@ step "dpkg --purge"
 dpkg_locked dpkg --purge "$pkg" >"$work/dpkg-purge.log" || fail "dpkg --purge failed"
 we_installed=false
 ! installed || fail "$pkg still installed after purge"
-for path in /usr/bin/outbox-relay "$unit" "$envfile" /usr/share/doc/outbox_relay; do
+for path in /usr/bin/outbox-relay "$unit" "$envfile" /etc/outbox-relay /usr/share/doc/outbox_relay; do
   [ ! -e "$path" ] || fail "$path is left after dpkg --purge"
 done
 echo "package test passed"

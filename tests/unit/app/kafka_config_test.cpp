@@ -3,6 +3,7 @@
 // with the command line winning. Bad files and bad variables exit 2 with one line naming the
 // flag, the variable or FILE:LINE, and never a line's text (it may hold a password).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -178,6 +179,98 @@ TEST(Environment, SomeFlagsAreArgvOnly) {
                           env_of({{"OUTBOX_RELAY_PG", "host=db"}, {"OUTBOX_RELAY_SLOT", "s"}}));
   EXPECT_EQ(cl.status.conninfo, "host=db");
   EXPECT_EQ(cl.status.slot, "s");
+}
+
+// Whoever can write the file, or the variable naming it, must not get to run code in the relay:
+// the file must be a regular file (a FIFO would block, a device is no configuration), one that
+// others may read is warned about, and the properties that load code or run a command are
+// refused wherever they come from unless --unsafe-kafka-config is typed.
+TEST(KafkaConfig, OnlyARegularFile) {
+  TempFile f("linger.ms=5\n");
+  const std::string fifo = f.path() + ".fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--kafka-config", fifo}),
+            "--kafka-config: " + fifo + " is not a regular file")
+      << "refused at once, without waiting for a writer";
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--kafka-config", "/dev/null"}),
+            "--kafka-config: /dev/null is not a regular file");
+  const std::string dir = fs::path(f.path()).parent_path().string();
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--kafka-config", dir}),
+            "--kafka-config: " + dir + " is not a regular file");
+  // A symbolic link to a regular file is read (Kubernetes mounts secrets through links).
+  const std::string link = f.path() + ".link";
+  fs::create_symlink(f.path(), link);
+  CommandLine cl = parse_command_line({"--pg", "x", "--brokers", "k:1", "--kafka-config", link});
+  EXPECT_EQ(cl.run.kafka_config, (Props{{"linger.ms", "5"}}));
+}
+
+TEST(KafkaConfig, WarnsWhenOthersMayReadTheFile) {
+  TempFile f("sasl.password=secret\n");
+  fs::permissions(f.path(), fs::perms::owner_read | fs::perms::owner_write);
+  CommandLine cl =
+      parse_command_line({"--pg", "x", "--brokers", "k:1", "--kafka-config", f.path()});
+  EXPECT_TRUE(cl.run.warnings.empty());
+  // Its group is the relay's own primary group here (as a Kubernetes fsGroup makes it): fine.
+  fs::permissions(f.path(), fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  cl = parse_command_line({"--pg", "x", "--brokers", "k:1", "--kafka-config", f.path()});
+  EXPECT_TRUE(cl.run.warnings.empty());
+  fs::permissions(f.path(),
+                  fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_read);
+  cl = parse_command_line({"--pg", "x", "--brokers", "k:1", "--kafka-config", f.path()});
+  ASSERT_EQ(cl.run.warnings.size(), 1u);
+  EXPECT_NE(cl.run.warnings[0].find("may be read by its group or by others"), std::string::npos)
+      << cl.run.warnings[0];
+  EXPECT_EQ(cl.run.warnings[0].find("secret="), std::string::npos);
+}
+
+TEST(KafkaConfig, PropertiesThatRunCodeNeedTheOptIn) {
+  const std::string refused =
+      "-X, --kafka-config: property plugin.library.paths loads shared libraries into the relay: "
+      "refused unless --unsafe-kafka-config is given";
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "-X", "plugin.library.paths=/tmp/x.so"}),
+            refused);
+  TempFile f("plugin.library.paths=/tmp/x.so\n");
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--kafka-config", f.path()}), refused);
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1"},
+                     env_of({{"OUTBOX_RELAY_KAFKA_CONFIG", f.path()}})),
+            refused);
+  for (const char* p : {"sasl.kerberos.kinit.cmd=touch /tmp/owned", "ssl.engine.location=/x.so",
+                        "ssl.providers=legacy"}) {
+    const std::string e = error_of({"--pg", "x", "--brokers", "k:1", "-X", p});
+    EXPECT_NE(e.find("refused unless --unsafe-kafka-config"), std::string::npos) << e;
+  }
+  // The default kinit command hands these to /bin/sh.
+  const std::string e = error_of(
+      {"--pg", "x", "--brokers", "k:1", "-X", "sasl.kerberos.principal=relay;touch /tmp/owned"});
+  EXPECT_NE(e.find("shell metacharacters"), std::string::npos) << e;
+  EXPECT_EQ(e.find("touch"), std::string::npos) << "the value is not shown: " << e;
+  CommandLine cl = parse_command_line(
+      {"--pg", "x", "--brokers", "k:1", "-X", "sasl.kerberos.principal=relay/host@EXAMPLE.COM"});
+  EXPECT_EQ(cl.run.relay.producer.properties.size(), 1u);
+  // Typed on purpose: accepted, and never from the environment.
+  cl = parse_command_line(
+      {"--pg", "x", "--brokers", "k:1", "--unsafe-kafka-config", "--kafka-config", f.path()});
+  EXPECT_EQ(cl.run.relay.producer.properties, (Props{{"plugin.library.paths", "/tmp/x.so"}}));
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--kafka-config", f.path()},
+                     env_of({{"OUTBOX_RELAY_UNSAFE_KAFKA_CONFIG", "1"}})),
+            refused);
+  EXPECT_EQ(error_of({"reconcile", "--pg", "x", "--brokers", "k", "--column-time", "t", "--since",
+                      "1h", "-X", "plugin.library.paths=/tmp/x.so"}),
+            refused);
+}
+
+// -X sasl.password:hunter2 (a colon for '=') must not land in the journal.
+TEST(KafkaConfig, AMalformedPropertyIsNeverEchoed) {
+  for (const char* bad : {"sasl.password:hunter2", "sasl.password:hunter2=x", "=hunter2",
+                          "Sasl.Password hunter2=x"}) {
+    const std::string e = error_of({"--pg", "x", "--brokers", "k:1", "-X", bad});
+    EXPECT_EQ(e.rfind("-X: expected PROPERTY=VALUE", 0), 0u) << e;
+    EXPECT_EQ(e.find("hunter2"), std::string::npos) << e;
+  }
+  TempFile f("sasl.password:hunter2=x\n");
+  const std::string e = error_of({"--pg", "x", "--brokers", "k:1", "--kafka-config", f.path()});
+  EXPECT_EQ(e, "--kafka-config: " + f.path() +
+                   ":1: not a librdkafka property name before '=' (the line is not shown)");
 }
 
 }  // namespace

@@ -350,7 +350,7 @@ TEST(FlagTable, AttachedValueOnlyForTwoCharacterValuedFlags) {
   ASSERT_EQ(cl.run.relay.producer.properties.size(), 2u);
   EXPECT_EQ(cl.run.relay.producer.properties[0].first, "a");
   EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "-X="}),
-            "-X: expected PROPERTY=VALUE, got '='");
+            "-X: expected PROPERTY=VALUE (the value is not shown: it may hold a secret)");
   EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "-hx"}), "unknown flag -hx (see --help)");
 }
 

@@ -118,7 +118,8 @@ TEST(ReconcileFlags, ErrorsNameTheFlag) {
             "--table: expected SCHEMA.TABLE or TABLE, got 'a.b.c'");
   EXPECT_EQ(error_of(with({"--margin", "soon"})).rfind("--margin: invalid duration", 0), 0u);
   EXPECT_EQ(error_of(with({"--timeout", "0"})), "--timeout: must be positive");
-  EXPECT_EQ(error_of(with({"-X", "novalue"})), "-X: expected PROPERTY=VALUE, got 'novalue'");
+  EXPECT_EQ(error_of(with({"-X", "novalue"})),
+            "-X: expected PROPERTY=VALUE (the value is not shown: it may hold a secret)");
   EXPECT_EQ(error_of(with({"--slot", "s"})), "unknown flag --slot (see --help)");
   EXPECT_EQ(error_of(with({"--repair=yes"})), "--repair: takes no value");
 }

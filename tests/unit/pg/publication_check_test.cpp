@@ -45,6 +45,47 @@ TEST(PublicationCheck, PlainTablePublishedIsOk) {
   EXPECT_EQ(c.fingerprint, "pub:16400:700;rel:16500:701");
 }
 
+Row emit_row(const std::string& signature, bool public_may) {
+  return {"emit",       signature,   public_may ? "true" : "false", std::nullopt, std::nullopt,
+          std::nullopt, std::nullopt};
+}
+
+// --messages: pgoutput sends every message of the database, so PUBLIC must not be able to emit
+// one; the check says which overloads it may still run, and how to fix it.
+TEST(PublicationCheck, MessagesRefusedWhilePublicMayEmit) {
+  const PublicationTarget messages_only{"outbox_pub", "public", "", {}, true};
+  const Row pub = pub_row("insert, update, delete, truncate");
+  auto c = assess_publication(messages_only,
+                              {pub, emit_row("pg_logical_emit_message(boolean,text,bytea)", false),
+                               emit_row("pg_logical_emit_message(boolean,text,text)", true)});
+  EXPECT_FALSE(c.ok());
+  EXPECT_EQ(c.public_emit, std::vector<std::string>{"pg_logical_emit_message(boolean,text,text)"});
+  EXPECT_EQ(c.problem.rfind("PUBLIC may execute pg_logical_emit_message(boolean,text,text): with "
+                            "--messages any role that can connect could publish forged events",
+                            0),
+            0u)
+      << c.problem;
+  EXPECT_NE(c.problem.find("docs/security.md"), std::string::npos);
+  c = assess_publication(messages_only,
+                         {pub, emit_row("pg_logical_emit_message(boolean,text,bytea)", false),
+                          emit_row("pg_logical_emit_message(boolean,text,text)", false)});
+  EXPECT_TRUE(c.ok()) << c.problem;
+  // The statement asks for the rows only with --messages.
+  const QuoteFn quote = [](const std::string& v) { return "'" + v + "'"; };
+  EXPECT_NE(publication_check_sql(messages_only, quote).find("pg_logical_emit_message"),
+            std::string::npos);
+  EXPECT_EQ(publication_check_sql(kTarget, quote).find("pg_logical_emit_message"),
+            std::string::npos);
+}
+
+TEST(PublicationCheck, RestrictEmitStatements) {
+  EXPECT_EQ(restrict_emit_sql({"pg_logical_emit_message(boolean,text,text)"}, {"\"w1\"", "w2"}),
+            (std::vector<std::string>{
+                "REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean,text,text) FROM PUBLIC",
+                "GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean,text,text) TO \"w1\"",
+                "GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean,text,text) TO w2"}));
+}
+
 TEST(PublicationCheck, MissingPublication) {
   const auto c = assess_publication(kTarget, {table_row("r")});
   EXPECT_EQ(c.problem.rfind("publication outbox_pub does not exist", 0), 0u) << c.problem;

@@ -128,7 +128,7 @@ TEST(Options, ErrorsNameTheFlag) {
   EXPECT_EQ(error_of({"--pg", "x"}), "--brokers: required (HOST:PORT[,...])");
   EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--slot"}), "--slot: missing value");
   EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "-X", "novalue"}),
-            "-X: expected PROPERTY=VALUE, got 'novalue'");
+            "-X: expected PROPERTY=VALUE (the value is not shown: it may hold a secret)");
   EXPECT_NE(error_of({"--pg", "x", "--brokers", "k:1", "--topic", "a.${b"}).find("--topic:"),
             std::string::npos);
   EXPECT_NE(error_of({"--pg", "x", "--brokers", "k:1", "--log-level", "loud"}).find("--log-level"),

@@ -184,17 +184,21 @@ TEST_F(MessagesTest, WithoutMessagesNothingIsRelayed) {
   EXPECT_TRUE(sink_.records.empty());
 }
 
-TEST_F(MessagesTest, NonTransactionalUnderFailStopsWithExitCode3NamingTheLsn) {
+// Whoever may emit a message must not be able to stop the relay for good: under --on-error fail
+// a non-transactional message with the prefix is counted and skipped, and the slot moves past it.
+TEST_F(MessagesTest, NonTransactionalUnderFailIsSkippedAndConfirmedPast) {
   config_.on_error = OnError::kFail;
-  try {
-    step(message(envelope("m1", "a"), /*transactional=*/false, "outbox", 0xABC0));
-    FAIL() << "a non-transactional message with the prefix must stop the relay";
-  } catch (const FatalError& e) {
-    EXPECT_EQ(e.fatal.code, kExitPoisonEvent);
-    EXPECT_NE(e.fatal.message.find("not transactional"), std::string::npos) << e.fatal.message;
-    EXPECT_NE(e.fatal.message.find("0/ABC0"), std::string::npos) << e.fatal.message;
+  ASSERT_EQ(step(message(envelope("m1", "a"), /*transactional=*/false, "outbox", 0xABC0)),
+            Step::kDone);
+  EXPECT_TRUE(sink_.records.empty()) << "nothing published";
+  EXPECT_EQ(metrics_.rejected_messages, 1u);
+  EXPECT_FALSE(pipeline().in_transaction());
+  EXPECT_EQ(pipeline().confirmable(), Lsn{0xABC1}) << "just past the message";
+  for (const auto& frame : {relation(), begin(0x1000), insert("e1", "a"), commit(0x1000, 0x1010)}) {
+    ASSERT_EQ(step(frame), Step::kDone);
   }
-  EXPECT_TRUE(sink_.records.empty());
+  ASSERT_EQ(sink_.records.size(), 1u) << "the next event still goes";
+  EXPECT_EQ(sink_.records[0].header("id"), "e1");
 }
 
 TEST_F(MessagesTest, NonTransactionalUnderDlqIsDeadLetteredRawAndConfirmedPast) {
@@ -239,11 +243,33 @@ TEST_F(MessagesTest, UnparseableContentIsDeadLetteredRaw) {
   EXPECT_EQ(metrics_.delivery_errors["MAPPING_ERROR"], 1u);
 }
 
-TEST_F(MessagesTest, UnparseableContentUnderFailStops) {
+TEST_F(MessagesTest, UnparseableContentUnderFailIsSkipped) {
   config_.on_error = OnError::kFail;
-  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
-  EXPECT_THROW(step(message(R"({"id": "m1"})")), FatalError);
-  EXPECT_TRUE(sink_.records.empty());
+  for (const auto& frame : {begin(0x1000), message(R"({"id": "m1"})"), message(envelope("m2", "a")),
+                            commit(0x1000, 0x1010)}) {
+    ASSERT_EQ(step(frame), Step::kDone);
+  }
+  ASSERT_EQ(sink_.records.size(), 1u);
+  EXPECT_EQ(sink_.records[0].header("id"), "m2");
+  EXPECT_EQ(metrics_.rejected_messages, 1u);
+  ack(sink_.records[0]);
+  EXPECT_EQ(pipeline().confirmable(), Lsn{0x1010});
+}
+
+// A malformed envelope names an aggregate it cannot be trusted with: dead-lettered, it parks
+// nothing, and the aggregate's next events go to their topic.
+TEST_F(MessagesTest, AMalformedEnvelopeParksNoAggregate) {
+  for (const auto& frame :
+       {relation(), begin(0x1000),
+        message(R"({"id": "m1", "aggregatetype": "order", "aggregateid": "a"})"),
+        message(envelope("m2", "a")), insert("e3", "a"), commit(0x1000, 0x1010)}) {
+    ASSERT_EQ(step(frame), Step::kDone);
+  }
+  ASSERT_EQ(sink_.records.size(), 3u);
+  EXPECT_EQ(sink_.records[0].topic, "dlq");
+  EXPECT_EQ(sink_.records[1].topic, "outbox.event.order");
+  EXPECT_EQ(sink_.records[2].topic, "outbox.event.order");
+  EXPECT_EQ(metrics_.parked_aggregates, 0u);
 }
 
 // pgoutput sends a transaction's changes, messages included, in the same order every time: a

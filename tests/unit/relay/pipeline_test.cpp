@@ -42,6 +42,14 @@ struct Produced {
   std::uint64_t opaque;
   Pipeline::Route route;
   std::size_t bytes;
+  std::vector<std::pair<std::string, std::string>> headers = {};
+
+  std::string header(std::string_view name) const {
+    for (const auto& [n, v] : headers) {
+      if (n == name) return v;
+    }
+    return "(none)";
+  }
 };
 
 class RecordingSink : public Pipeline::Sink {
@@ -50,6 +58,12 @@ class RecordingSink : public Pipeline::Sink {
                                Pipeline::Route route) override {
     if (queue_full) return {kafka::ProduceStatus::kQueueFull, {}, false};
     if (gap) return {kafka::ProduceStatus::kFailed, "_FATAL: producer stopped", false};
+    // librdkafka's own check of message.max.bytes (key, value and headers).
+    std::size_t size = (r.key ? r.key->size() : 0) + (r.value ? r.value->size() : 0);
+    for (const auto& h : r.headers) size += h.name.size() + (h.value ? h.value->size() : 0);
+    if (size > max_bytes) {
+      return {kafka::ProduceStatus::kFailed, "MSG_SIZE_TOO_LARGE: Message size too large", true};
+    }
     Produced p{std::string(r.topic),
                r.key ? std::optional<std::string>(*r.key) : std::nullopt,
                "",
@@ -60,6 +74,7 @@ class RecordingSink : public Pipeline::Sink {
     for (const auto& h : r.headers) {
       if (h.name == "id") p.id = std::string(h.value.value_or(""));
       if (h.name == "outbox.error") p.error_header = std::string(h.value.value_or(""));
+      p.headers.emplace_back(std::string(h.name), std::string(h.value.value_or("")));
     }
     records.push_back(p);
     return {kafka::ProduceStatus::kQueued, {}, false};
@@ -69,6 +84,7 @@ class RecordingSink : public Pipeline::Sink {
   std::vector<Produced> records;
   bool queue_full = false;
   bool gap = false;
+  std::size_t max_bytes = 1'000'000;
 };
 
 class PipelineTest : public ::testing::Test {
@@ -205,6 +221,70 @@ TEST_F(PipelineTest, PoisonUnderDlqParksItsAggregate) {
   EXPECT_EQ(metrics_.parked_aggregates, 1u);
   for (const auto& r : std::vector<Produced>(sink_.records)) report(r, true);
   EXPECT_EQ(p.confirmable(), Lsn{0x1010}) << "dead-lettered events count as handled";
+}
+
+// An aggregate type that renders the relay's own checkpoint or dead-letter topic is poison: under
+// fail the relay stops before writing there, under dlq the event is dead-lettered; nothing is
+// written into either topic as an event.
+TEST_F(PipelineTest, AnEventForTheRelaysOwnTopicsIsPoison) {
+  config_.checkpoint_topic = "outbox.event.cp";
+  config_.on_error = OnError::kFail;
+  pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  try {
+    step(insert("e1", "a", "cp"));
+    FAIL() << "an event for the checkpoint topic must not be produced";
+  } catch (const FatalError& e) {
+    EXPECT_EQ(e.fatal.code, kExitPoisonEvent);
+    EXPECT_NE(e.fatal.message.find("checkpoint topic (--checkpoint-topic)"), std::string::npos)
+        << e.fatal.message;
+  }
+  EXPECT_TRUE(sink_.records.empty());
+}
+
+TEST_F(PipelineTest, AnEventForTheRelaysOwnTopicsIsDeadLetteredUnderDlq) {
+  config_.checkpoint_topic = "outbox.event.cp";
+  config_.dlq_topic = "outbox.event.dlq";
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a", "cp")), Step::kDone);
+  ASSERT_EQ(step(insert("e2", "b", "dlq")), Step::kDone);
+  ASSERT_EQ(step(insert("e3", "c")), Step::kDone);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 3u);
+  EXPECT_EQ(sink_.records[0].topic, "outbox.event.dlq");
+  EXPECT_NE(sink_.records[0].error_header.find("checkpoint topic"), std::string::npos);
+  EXPECT_EQ(sink_.records[1].topic, "outbox.event.dlq");
+  EXPECT_NE(sink_.records[1].error_header.find("dead-letter topic"), std::string::npos);
+  EXPECT_EQ(sink_.records[2].topic, "outbox.event.order");
+  EXPECT_EQ(metrics_.delivery_errors["RESERVED_TOPIC"], 2u);
+  for (const auto& r : std::vector<Produced>(sink_.records)) report(r, true);
+  EXPECT_EQ(p.confirmable(), Lsn{0x1010});
+}
+
+// A dead-letter record too large itself (a huge key or aggregate type, which the topic header
+// and the error repeat) goes compact: no value, fields cut, outbox.truncated saying so; its
+// acknowledgement counts for the event and the relay goes on.
+TEST_F(PipelineTest, AnOversizedEventIsDeadLetteredCompact) {
+  sink_.max_bytes = 100'000;
+  Pipeline& p = pipeline();
+  const std::string huge(300'000, 'k');
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", huge, huge)), Step::kDone);
+  ASSERT_EQ(step(insert("e2", "b")), Step::kDone);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 2u);
+  const Produced& dead = sink_.records[0];
+  EXPECT_EQ(dead.topic, "dlq");
+  EXPECT_EQ(dead.id, "e1");
+  ASSERT_TRUE(dead.key);
+  EXPECT_EQ(dead.key->rfind(std::string(1024, 'k') + "... (300000 bytes)", 0), 0u);
+  EXPECT_LT(dead.header("outbox.original.topic").size(), 1100u);
+  EXPECT_NE(dead.header("outbox.truncated").find("too large"), std::string::npos);
+  EXPECT_EQ(sink_.records[1].topic, "outbox.event.order");
+  for (const auto& r : std::vector<Produced>(sink_.records)) report(r, true);
+  EXPECT_EQ(p.confirmable(), Lsn{0x1010});
+  EXPECT_FALSE(p.fatal().has_value());
 }
 
 TEST_F(PipelineTest, BrokerRefusalUnderDlqDeadLettersAndParks) {

@@ -52,6 +52,10 @@ struct Options {
   // Properties read from --kafka-config; parse_options() puts them before -X's in
   // relay.producer.properties, so that -X overrides them.
   std::vector<std::pair<std::string, std::string>> kafka_config;
+  // --unsafe-kafka-config: properties that run a command or load code are accepted.
+  bool unsafe_kafka_config = false;
+  // Said once logging is up (e.g. a --kafka-config file others may read).
+  std::vector<std::string> warnings;
   // --table was given. With --messages and no --table, the relay relays messages only
   // (relay.mapper.table is then empty).
   bool table_given = false;
@@ -70,6 +74,9 @@ struct SetupOptions {
   // --messages PREFIX: installs outbox.emit(), which emits messages with this prefix; without
   // --table, no table is needed and the publication is created empty.
   std::string message_prefix;
+  // --message-writer ROLE (repeatable, with --messages): the roles given EXECUTE on
+  // pg_logical_emit_message once it is revoked from PUBLIC.
+  std::vector<std::string> message_writers;
   bool table_given = false;
   bool help = false;
 };

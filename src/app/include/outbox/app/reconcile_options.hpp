@@ -51,6 +51,8 @@ struct ReconcileOptions {
   // the producer.
   std::vector<std::pair<std::string, std::string>> properties;
   std::vector<std::pair<std::string, std::string>> kafka_config;  // from --kafka-config
+  bool unsafe_kafka_config = false;   // --unsafe-kafka-config (see flags::check_kafka_properties)
+  std::vector<std::string> warnings;  // printed on stderr before the command runs
   // Kafka is read from the first record stamped at or after since - margin (offsetsForTimes).
   std::chrono::milliseconds margin{std::chrono::hours(1)};
   // Longest wait for Kafka without progress (metadata, reading, acknowledgements).

@@ -95,6 +95,21 @@ class AdminSession {
   // `prefix` (emit_function_sql()); replaces an older one.
   void create_emit_function(const std::string& prefix);
 
+  // What restrict_emit() did.
+  struct EmitRestriction {
+    // The statements that take EXECUTE on pg_logical_emit_message from PUBLIC and give it to
+    // the writers (restrict_emit_sql()): what a superuser runs by hand when this role may not.
+    std::vector<std::string> statements;
+    // The overloads PUBLIC may still execute afterwards (a role that does not own them gets a
+    // warning, not an error, from REVOKE): empty when it worked.
+    std::vector<std::string> still_public;
+  };
+  // --messages: in one transaction, EXECUTE on every pg_logical_emit_message overload revoked
+  // from PUBLIC and granted to `writers`; USAGE on schema outbox and EXECUTE on outbox.emit()
+  // (when installed) granted to them, EXECUTE on outbox.emit() revoked from PUBLIC. Throws Error
+  // (e.g. a writer role that does not exist).
+  EmitRestriction restrict_emit(const std::vector<std::string>& writers);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

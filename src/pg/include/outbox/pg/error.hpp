@@ -11,17 +11,21 @@
 
 namespace outbox::pg {
 
+// conninfo.hpp: `text` without the secrets of the conninfos checked.
+std::string redact(std::string text);
+
 // A failure reported by the server (with its SQLSTATE), by the connection itself, or an
-// unexpected reply. The message keeps the server's DETAIL and HINT when it sent them.
+// unexpected reply. The message keeps the server's DETAIL and HINT when it sent them, and never a
+// password of a conninfo checked (redact()): libpq's messages may quote one.
 class Error : public std::runtime_error {
  public:
   Error(const std::string& message, std::string sqlstate, bool connection_lost)
-      : std::runtime_error(message),
+      : std::runtime_error(redact(message)),
         sqlstate_(std::move(sqlstate)),
         connection_lost_(connection_lost) {}
   // The same failure, its message prefixed with "context: " (classification unchanged).
   Error(const std::string& context, const Error& cause)
-      : std::runtime_error(context + ": " + cause.what()),
+      : std::runtime_error(redact(context) + ": " + cause.what()),
         sqlstate_(cause.sqlstate_),
         connection_lost_(cause.connection_lost_),
         unexpected_reply_(cause.unexpected_reply_) {}

@@ -24,6 +24,10 @@ struct PublicationTarget {
   // Further tables (schema, table) the publication is created for. The check looks at one
   // table: check each with a target of its own.
   std::vector<std::pair<std::string, std::string>> more_tables = {};
+  // --messages: also check that PUBLIC cannot execute pg_logical_emit_message (any overload):
+  // pgoutput sends every message of the database whoever wrote it, so an ordinary login could
+  // otherwise publish forged events.
+  bool messages = false;
 };
 
 // What the catalog says about the publication and the outbox table, now.
@@ -42,6 +46,9 @@ struct PublicationCheck {
   // Those under whose relid pgoutput sends the table's inserts: the table itself
   // (publish_via_partition_root, or not partitioned) or its published partitions.
   std::vector<std::uint32_t> published_relids;
+  // With `messages`: the pg_logical_emit_message overloads PUBLIC may execute (their
+  // signatures), empty when none.
+  std::vector<std::string> public_emit;
 
   bool ok() const { return problem.empty(); }
 };
@@ -57,6 +64,12 @@ std::string publication_check_sql(const PublicationTarget& target, const QuoteFn
 // of partitions.
 std::string create_publication_sql(const PublicationTarget& target,
                                    const QuoteFn& quote_identifier);
+
+// The statements that take EXECUTE on every pg_logical_emit_message overload (`signatures`, as
+// regprocedure prints them) from PUBLIC and give it to `writers` (quoted role names), as
+// `setup --messages` runs them; a superuser may run them by hand.
+std::vector<std::string> restrict_emit_sql(const std::vector<std::string>& signatures,
+                                           const std::vector<std::string>& quoted_writers);
 
 // Reads the rows of publication_check_sql(). Throws std::runtime_error on rows of a shape it
 // does not know (a broken invariant, not a configuration problem).

@@ -61,6 +61,9 @@ struct Metrics {
   std::uint64_t resent_inserts_skipped = 0;  // inserts, and logical messages of --messages
   // --messages: logical messages with another prefix, ignored (other software uses messages).
   std::uint64_t other_prefix_messages = 0;
+  // --messages, --on-error fail: messages with the prefix that could not be relayed (not
+  // transactional, not an envelope, refused), skipped rather than stopping the relay.
+  std::uint64_t rejected_messages = 0;
   std::uint64_t producer_rewinds = 0;
   // Exactly-once: Kafka transactions committed and aborted, and how long the commits took.
   std::uint64_t kafka_transactions_committed = 0;

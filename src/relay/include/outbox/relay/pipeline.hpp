@@ -183,14 +183,17 @@ class Pipeline {
   Step produce_message(const pgoutput::LogicalMessage& m);
   // A non-transactional message with the prefix: a mapping error, in a transaction of its own.
   Step message_outside_transaction(const pgoutput::LogicalMessage& m);
-  Step map_error(const mapping::MapError& err);
+  // `message`: the error is a logical message's (see poison_in_stream()).
+  Step map_error(const mapping::MapError& err, bool message = false);
   // A mapped event (an insert's or a message's) to its topic. `message`: the source is a message.
   Step produce_event(const mapping::Event& ev, bool message);
   void count_other_prefix(std::string_view prefix);
   void count_skip(std::uint32_t relid, Skip skip, std::string_view table);
   void count_invalid_traceparent(std::string_view id);
   Step poison_in_stream(const Poison& p);
-  kafka::ProduceStatus dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn);
+  // `bytes`: the key and value bytes of the record produced (its delivery report's).
+  kafka::ProduceStatus dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn,
+                                   std::size_t& bytes);
   void park(std::optional<std::string_view> key);
   bool is_parked(std::optional<std::string_view> key) const;
   std::string describe(const Poison& p, Lsn lsn) const;

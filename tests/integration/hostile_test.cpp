@@ -1,0 +1,136 @@
+// Hostile values from the outbox (issue 25), against the real PostgreSQL and Kafka: an outbox row
+// whose aggregate type renders the relay's own checkpoint topic (or dead-letter topic) is refused
+// as poison, so the exactly-once checkpoint stays intact and the relay still starts; and a row
+// whose placed header is larger than any record Kafka takes is dead-lettered under
+// --on-error dlq in a compact dead-letter record, after which the next event still arrives.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "outbox_test/e2e_fixture.hpp"
+#include "outbox_test/kafka_admin.hpp"
+
+namespace outbox_test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class HostileIntegration : public E2eTest {
+ protected:
+  HostileIntegration() : E2eTest({"hostile", {"Order", "Cp"}, OUTBOX_TEST_LOG_DIR}) {}
+
+  std::string insert_sql(const std::string& aggregatetype, const std::string& key, int seq,
+                         const std::string& extra_columns = "",
+                         const std::string& extra_values = "") const {
+    return "INSERT INTO " + qualified_table() + " (aggregatetype, aggregateid, type, payload" +
+           extra_columns + ") VALUES ('" + aggregatetype + "', '" + key +
+           "', 'T', '{\"seq\": " + std::to_string(seq) + "}'" + extra_values + ")";
+  }
+
+  std::vector<Record> read_topic(const std::string& topic, std::size_t count) {
+    KafkaReader reader(brokers_, {topic});
+    reader.read_until([&](const std::vector<Record>& r) { return r.size() >= count; }, 30s);
+    reader.read_for(1s);
+    return reader.records();
+  }
+};
+
+std::string header_or(const Record& r, const std::string& name) {
+  const auto it = r.headers.find(name);
+  return it == r.headers.end() ? "(none)" : it->second;
+}
+
+// Exactly-once with the checkpoint topic under the topic template: a row rendering it stops the
+// relay (exit 3, --on-error fail) before anything reaches the checkpoint topic; a relay started
+// again reads its checkpoint (no bad value there) and stops at the same row.
+TEST_F(HostileIntegration, ARowForTheCheckpointTopicIsPoisonAndTheCheckpointStaysIntact) {
+  create_outbox_table();
+  const std::vector<std::string> args = {"--delivery", "exactly-once", "--checkpoint-topic",
+                                         topics_[1]};
+  RelayProcess& relay = start_relay(args);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(insert_sql(aggregatetypes_[0], "o-1", 1));
+  const std::optional<std::string> system_id =
+      pg_->scalar("SELECT system_identifier::text FROM pg_control_system()");
+  ASSERT_TRUE(system_id);
+  // The relay's own checkpoint key, as an attacker would write it.
+  pg_->exec(insert_sql(aggregatetypes_[1], *system_id + "/" + slot_, 2));
+  const std::optional<int> code = relay.wait_exit(60s);
+  ASSERT_TRUE(code) << "the relay did not stop";
+  EXPECT_EQ(*code, 3);
+  EXPECT_NE(read_file(relay.log_path()).find("checkpoint topic (--checkpoint-topic)"),
+            std::string::npos)
+      << read_file(relay.log_path());
+  for (const Record& r : read_topic(topics_[1], 1)) {
+    EXPECT_EQ(r.headers.count("id"), 0u) << "an event in the checkpoint topic: " << describe(r);
+    EXPECT_NE(r.value, "{\"seq\": 2}") << describe(r);
+  }
+  RelayProcess& again = start_relay(args);
+  const std::optional<int> again_code = again.wait_exit(60s);
+  ASSERT_TRUE(again_code);
+  EXPECT_EQ(*again_code, 3) << "stopped at the row again, not at a bad checkpoint";
+  EXPECT_NE(read_file(again.log_path()).find("event=checkpoint_read"), std::string::npos)
+      << read_file(again.log_path());
+}
+
+// --on-error dlq: the row is dead-lettered (its error names the checkpoint topic), the next event
+// arrives, and a relay started again reads its checkpoint and streams.
+TEST_F(HostileIntegration, UnderDlqARowForTheCheckpointTopicIsDeadLettered) {
+  create_outbox_table();
+  const std::string dlq = "outbox.dlq." + suffix_;
+  const std::vector<std::string> args = {
+      "--delivery", "exactly-once",       "--on-error", "dlq", "--dlq-topic",
+      dlq,          "--checkpoint-topic", topics_[1]};
+  // Created beforehand: a topic auto-created inside a Kafka transaction can hold its commit (and
+  // so the stop sequence) for long on a busy broker.
+  ASSERT_NO_THROW(create_topic(brokers_, dlq, 1, 1));
+  ASSERT_NO_THROW(create_topic(brokers_, topics_[0], 1, 1));
+  RelayProcess& relay = start_relay(args);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(insert_sql(aggregatetypes_[1], "x", 1));
+  pg_->exec(insert_sql(aggregatetypes_[0], "o-1", 2));
+  const std::vector<Record> dead = read_topic(dlq, 1);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_NE(header_or(dead[0], "outbox.error").find("checkpoint topic"), std::string::npos)
+      << describe(dead[0]);
+  const std::vector<Record> good = read_topic(topics_[0], 1);
+  ASSERT_EQ(good.size(), 1u);
+  EXPECT_EQ(good[0].value, "{\"seq\": 2}");
+  expect_graceful_stop(relay);
+  RelayProcess& again = start_relay(args);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(again));
+  EXPECT_NE(read_file(again.log_path()).find("event=checkpoint_read"), std::string::npos);
+  expect_graceful_stop(again);
+}
+
+// A placed header of 2 MB: the record is larger than message.max.bytes, and so would be its
+// dead-letter record with the header in it. It is dead-lettered compact (no value, no placed
+// header, outbox.truncated), the slot moves past it and the next event arrives.
+TEST_F(HostileIntegration, OversizedHeaderValuesAreDeadLettered) {
+  create_outbox_table(", big text");
+  const std::string dlq = "outbox.dlq." + suffix_;
+  RelayProcess& relay = start_relay(
+      {"--on-error", "dlq", "--dlq-topic", dlq, "--additional-placement", "big:header"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(insert_sql(aggregatetypes_[0], "huge", 1, ", big", ", repeat('x', 2000000)"));
+  pg_->exec(insert_sql(aggregatetypes_[0], "fine", 2, ", big", ", 'small'"));
+  const Lsn lsn = pg_->current_wal_lsn();
+  const std::vector<Record> dead = read_topic(dlq, 1);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].key, "huge");
+  EXPECT_FALSE(dead[0].headers.contains("big")) << "the placed header is left out";
+  EXPECT_NE(header_or(dead[0], "outbox.truncated").find("too large"), std::string::npos)
+      << describe(dead[0]);
+  const std::vector<Record> good = read_topic(topics_[0], 1);
+  ASSERT_EQ(good.size(), 1u);
+  EXPECT_EQ(good[0].key, "fine");
+  EXPECT_EQ(header_or(good[0], "big"), "small");
+  EXPECT_TRUE(expect_confirmed_reaches(lsn, 30s));
+  EXPECT_TRUE(relay.is_running());
+  expect_graceful_stop(relay);
+}
+
+}  // namespace
+}  // namespace outbox_test
