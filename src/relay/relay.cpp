@@ -9,6 +9,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 #include <exception>
@@ -25,6 +26,7 @@
 #include "outbox/pgoutput/wire.hpp"
 #include "outbox/relay/pipeline.hpp"
 #include "outbox/relay/read_pacer.hpp"
+#include "outbox/relay/txn_machine.hpp"
 
 namespace outbox::relay {
 namespace asio = boost::asio;
@@ -125,7 +127,8 @@ class Relay::Impl : private Pipeline::Sink {
       status_timer_.cancel();
       confirm_timer_.cancel();
       cancel_check_timer();
-      if (exactly_once() && txn_open_ && !stopping_ && !fatal_ && !pipeline_.rewinding()) {
+      if (exactly_once() && txn_.phase() == TxnPhase::kOpen && !stopping_ && !fatal_ &&
+          !pipeline_.rewinding()) {
         co_await end_transaction_at_disconnect();
       }
       co_await end_background_check();
@@ -200,6 +203,10 @@ class Relay::Impl : private Pipeline::Sink {
     set_state(State::kStopping, "stopping");
     log_->info("event=stopping slot={}", config_.slot);
     stopping_ = true;
+    // Half the shutdown timeout for reading to the end of the transaction at hand, the rest for
+    // its deliveries (see finishing_transaction() and finish()).
+    stop_read_deadline_ = Clock::now() + config_.shutdown_timeout / 2;
+    stop_deadline_ = Clock::now() + config_.shutdown_timeout;
     wake_all();
   }
 
@@ -226,6 +233,16 @@ class Relay::Impl : private Pipeline::Sink {
 
   // The session ends: stop, failure, or a rewind after a refused batch.
   bool leaving() const { return stopping_ || fatal_ || pipeline_.rewinding(); }
+
+  // A graceful stop (SIGTERM) reads on to the end of the PostgreSQL transaction at hand, within
+  // --shutdown-timeout, so that what it delivered can be confirmed whole and a restarted relay
+  // sends none of it again.
+  bool finishing_transaction() const {
+    return stopping_ && !fatal_ && !pipeline_.rewinding() && pipeline_.in_transaction() &&
+           Clock::now() < stop_read_deadline_;
+  }
+  // The stream loop ends: leaving, unless a stop lets the transaction at hand finish.
+  bool stream_ends() const { return leaving() && !finishing_transaction(); }
 
   void wake_all() {
     if (conn_) conn_->cancel();
@@ -282,16 +299,17 @@ class Relay::Impl : private Pipeline::Sink {
         [&](const std::string& v) { return conn_->quote_identifier(v); },
         !config_.mapper.message_prefix.empty());
     co_await conn_->start_replication(command, config_.connect_timeout);
-    // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
-    // producer of it) and reads the checkpoint; what the server sends before it is skipped.
-    if (exactly_once()) prepare_transactions();
     had_slot_ = true;
     streamed = true;
+    // Status updates from now on, also while Kafka is waited for below.
+    arm_status_timer();
+    // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
+    // producer of it) and reads the checkpoint; what the server sends before it is skipped.
+    if (exactly_once()) co_await prepare_transactions();
     set_state(State::kStreaming, "");
     log_->info("event=streaming slot={} publication={} server_wal={} timeline={} start={}",
                config_.slot, config_.publication, sys.xlogpos.to_string(), sys.timeline,
                start.to_string());
-    arm_status_timer();
     schedule_check();
     try {
       co_await stream();
@@ -315,6 +333,9 @@ class Relay::Impl : private Pipeline::Sink {
 
   // A newer producer of the transactional.id (a relay that took the slot over) fenced this one.
   void fail_fenced(const std::string& error) {
+    if (txn_.phase() != TxnPhase::kFenced && TxnMachine::allowed(txn_.phase(), TxnPhase::kFenced)) {
+      txn_.to(TxnPhase::kFenced);
+    }
     fail({kExitError, "fenced: another producer initialised transactional.id " +
                           transactional_id() + " or " + transactional_id() + kSpareSuffix +
                           " (a relay that took over this slot); this one stops without "
@@ -325,67 +346,116 @@ class Relay::Impl : private Pipeline::Sink {
   // The checkpoint's key: the database system and the slot (a slot name is only unique there).
   std::string checkpoint_key() const { return system_id_.value_or("?") + "/" + config_.slot; }
 
-  // Before streaming: the producer's transactions initialised (which fences an older producer of
-  // the same transactional.id and ends its open transaction), then, once per process, the last
-  // committed checkpoint read with read_committed: the stream starts after it. Blocks the
-  // io_context while Kafka answers. Throws KafkaUnavailable (retried) or FatalError.
-  void prepare_transactions() {
-    if (!txn_ready_) {
+  // Before streaming: both producers' transactions initialised (which fences an older producer
+  // of the same transactional.id and ends its open transaction), then, once per process, the
+  // last committed checkpoint read with read_committed: the stream starts after it. Every Kafka
+  // wait runs on a worker thread: the replication connection goes on answering the server
+  // (status updates), and a broker that is away is waited out here, on the same connection,
+  // with backoff, instead of by reconnecting (which made the server decode again). Throws
+  // FatalError.
+  awaitable<void> prepare_transactions() {
+    int attempt = 0;
+    while (!leaving()) {
+      const std::string error = co_await try_prepare_transactions();
+      if (error.empty()) co_return;
+      const auto delay = backoff(attempt++);
+      set_state(State::kConnecting, "waiting for Kafka: " + error);
+      log_->warn("event=kafka_unavailable slot={} attempt={} in_ms={} reason={}", config_.slot,
+                 attempt, delay.count(), quoted(error));
+      const auto until = Clock::now() + delay;
+      while (!leaving() && Clock::now() < until) co_await wait_for_change(until);
+    }
+  }
+
+  // One try of prepare_transactions(): empty when ready, else why not (retried).
+  awaitable<std::string> try_prepare_transactions() {
+    if (txn_.phase() == TxnPhase::kUninitialised) txn_.to(TxnPhase::kInitialising);
+    if (txn_.phase() == TxnPhase::kInitialising) {
       // In order, each once (librdkafka refuses a second init_transactions): a retry after the
       // first succeeded goes on with the second. No swap happens before both are ready.
-      for (; txn_initialised_ < 2; ++txn_initialised_) {
-        kafka::Producer& p = txn_initialised_ == 0 ? *producer_ : *spare_;
-        const std::string id = transactional_id() + (txn_initialised_ == 0 ? "" : kSpareSuffix);
-        const kafka::TxnResult r = p.init_transactions(kTxnTimeout);
-        if (!r.ok()) {
-          throw KafkaUnavailable("initialising Kafka transactions of transactional.id " + id +
-                                 ": " + r.error);
+      while (txn_.initialised() < 2) {
+        const bool first = txn_.initialised() == 0;
+        kafka::Producer& p = first ? *producer_ : *spare_;
+        const std::string id = transactional_id() + (first ? "" : kSpareSuffix);
+        const kafka::TxnResult r = co_await p.init_transactions(kTxnTimeout);
+        if (r.outcome == kafka::TxnOutcome::kFenced) {
+          fail_fenced(r.error);
+          co_return std::string();
         }
+        if (!r.ok()) {
+          txn_.to(TxnPhase::kUninitialised);
+          co_return "initialising Kafka transactions of transactional.id " + id + ": " + r.error;
+        }
+        txn_.producer_initialised();
       }
-      txn_ready_ = true;
+      txn_.to(TxnPhase::kCheckpoint);
       log_->info("event=transactions_ready slot={} transactional_id={} spare={}{}", config_.slot,
                  transactional_id(), transactional_id(), kSpareSuffix);
     }
-    if (!checkpoint_read_) {
-      const std::string error =
-          producer_->create_compacted_topic(config_.checkpoint_topic, kTxnTimeout);
-      if (!error.empty()) throw KafkaUnavailable(error);
-      std::optional<Lsn> last;
-      std::string bad;
-      const std::string key = checkpoint_key();
+    if (txn_.phase() == TxnPhase::kCheckpoint) {
+      if (!txn_.checkpoint_read()) {
+        const std::string error =
+            co_await producer_->create_compacted_topic(config_.checkpoint_topic, kTxnTimeout);
+        if (!error.empty()) co_return error;
+        const CheckpointRead read = co_await read_checkpoint();
+        if (!read.error.empty()) co_return read.error;
+        if (!read.bad.empty()) {
+          throw FatalError({kExitError, "checkpoint of " + checkpoint_key() + " in topic " +
+                                            config_.checkpoint_topic + " is not a WAL position: '" +
+                                            read.bad + "'"});
+        }
+        if (read.last) pipeline_.start_from_checkpoint(*read.last);
+        txn_.set_checkpoint_read();
+        log_->info("event=checkpoint_read slot={} topic={} key={} lsn={}", config_.slot,
+                   config_.checkpoint_topic, quoted(checkpoint_key()),
+                   read.last ? read.last->to_string() : "none");
+      }
+      txn_.to(TxnPhase::kReady);
+    }
+    if (txn_.phase() == TxnPhase::kReady) begin_kafka_transaction();
+    co_return std::string();
+  }
+
+  struct CheckpointRead {
+    std::optional<Lsn> last;  // the last checkpoint of this relay's key
+    std::string bad;          // a value under the key that is not a WAL position
+    std::string error;        // the topic could not be read (retried)
+  };
+
+  // Reads the checkpoint topic to its end (read_committed) on the Kafka worker thread.
+  awaitable<CheckpointRead> read_checkpoint() {
+    if (!kafka_worker_) kafka_worker_ = std::make_unique<asio::thread_pool>(1);
+    // Built as a local: GCC 12 destroys init-captures twice in a `co_return co_await` expression.
+    auto task = [consumer_config =
+                     kafka::ConsumerConfig{config_.producer.brokers, config_.producer.properties},
+                 topic = config_.checkpoint_topic,
+                 key = checkpoint_key()]() -> awaitable<CheckpointRead> {
+      CheckpointRead out;
       try {
-        kafka::Consumer consumer({config_.producer.brokers, config_.producer.properties});
-        const kafka::TopicPlan plan =
-            consumer.plan(config_.checkpoint_topic, std::nullopt, kTxnTimeout);
+        kafka::Consumer consumer(consumer_config);
+        const kafka::TopicPlan plan = consumer.plan(topic, std::nullopt, kTxnTimeout);
         consumer.read(
             plan.partitions,
             [&](const kafka::ConsumedRecord& r) {
               if (!r.key || *r.key != key || !r.value) return;
-              last = Lsn::parse(*r.value);
-              if (!last) bad = std::string(*r.value);
+              out.last = Lsn::parse(*r.value);
+              out.bad = out.last ? std::string() : std::string(*r.value);
             },
             kTxnTimeout);
       } catch (const std::runtime_error& e) {
-        throw KafkaUnavailable(std::string("reading checkpoint topic ") + config_.checkpoint_topic +
-                               ": " + e.what());
+        out.error = "reading checkpoint topic " + topic + ": " + e.what();
       }
-      if (!bad.empty()) {
-        throw FatalError({kExitError, "checkpoint of " + key + " in topic " +
-                                          config_.checkpoint_topic + " is not a WAL position: '" +
-                                          bad + "'"});
-      }
-      if (last) pipeline_.start_from_checkpoint(*last);
-      checkpoint_read_ = true;
-      log_->info("event=checkpoint_read slot={} topic={} key={} lsn={}", config_.slot,
-                 config_.checkpoint_topic, quoted(key), last ? last->to_string() : "none");
-    }
-    if (!txn_open_) begin_kafka_transaction();
+      co_return out;
+    };
+    CheckpointRead read =
+        co_await asio::co_spawn(kafka_worker_->get_executor(), std::move(task), use_awaitable);
+    co_return read;
   }
 
   void begin_kafka_transaction() {
     const kafka::TxnResult r = producer_->begin_transaction();
     if (!r.ok()) throw KafkaUnavailable("beginning a Kafka transaction: " + r.error);
-    txn_open_ = true;
+    txn_.to(TxnPhase::kOpen);
     txn_records_ = 0;
     txn_started_ = Clock::now();
     checkpoint_error_.reset();
@@ -399,7 +469,7 @@ class Relay::Impl : private Pipeline::Sink {
   // A Kafka transaction may end here: one is open, no PostgreSQL transaction is (a Kafka
   // transaction carries whole ones), something past the last commit was handled, and `now`.
   bool commit_due(bool now) const {
-    return now && txn_open_ && !pipeline_.in_transaction() &&
+    return now && txn_.phase() == TxnPhase::kOpen && !pipeline_.in_transaction() &&
            pipeline_.produced_through() > pipeline_.kafka_committed();
   }
 
@@ -411,7 +481,7 @@ class Relay::Impl : private Pipeline::Sink {
     const std::string key = checkpoint_key();
     const std::string value = through.to_string();
     const kafka::Record rec = checkpoint_record(key, value);
-    committing_ = true;
+    txn_.to(TxnPhase::kCommitting);
     for (;;) {
       const kafka::ProduceResult pr = producer_->produce(rec, kCheckpointOpaque);
       if (pr.status == kafka::ProduceStatus::kQueued) break;
@@ -425,7 +495,6 @@ class Relay::Impl : private Pipeline::Sink {
     while (!checkpoint_error_ && producer_->queued() > 0 && !leaving()) {
       co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
     }
-    committing_ = false;
     if (fatal_) co_return;
     kafka::TxnResult r;
     if (checkpoint_error_) {
@@ -433,17 +502,27 @@ class Relay::Impl : private Pipeline::Sink {
     } else if (pipeline_.rewinding()) {
       r = {kafka::TxnOutcome::kAbortable, "a record of the transaction failed"};
     } else {
+      // On the producer's worker thread: the replication connection is served meanwhile. A
+      // broker away (a timeout, retriable) is waited out with the same commit, called again,
+      // for as long as it takes; a stop gives up at its deadline (the transaction is then
+      // aborted by the coordinator and sent again on the next start: nothing is lost).
       const auto t0 = Clock::now();
-      for (int attempt = 0; attempt < 3; ++attempt) {
-        r = producer_->commit_transaction(kTxnTimeout);
-        if (r.outcome != kafka::TxnOutcome::kRetriable) break;
+      for (int attempt = 1;; ++attempt) {
+        r = co_await producer_->commit_transaction(kTxnTimeout);
+        if (r.outcome != kafka::TxnOutcome::kRetriable || fatal_ ||
+            (stopping_ && Clock::now() >= stop_deadline_)) {
+          break;
+        }
+        log_->warn("event=kafka_commit_retry slot={} attempt={} error={}", config_.slot, attempt,
+                   quoted(r.error));
       }
       metrics_.kafka_commit_seconds.observe(
           std::chrono::duration<double>(Clock::now() - t0).count());
+      if (fatal_ && txn_.phase() == TxnPhase::kFenced) co_return;
     }
-    txn_open_ = false;
     switch (r.outcome) {
       case kafka::TxnOutcome::kOk:
+        txn_.to(TxnPhase::kReady);
         ++metrics_.kafka_transactions_committed;
         pipeline_.kafka_committed(through);
         confirm_soon();
@@ -458,7 +537,12 @@ class Relay::Impl : private Pipeline::Sink {
       case kafka::TxnOutcome::kFatal:
         ++metrics_.kafka_transactions_aborted;
         pipeline_.abort_kafka_transaction("Kafka transaction not committed: " + r.error);
-        if (r.outcome != kafka::TxnOutcome::kFatal) producer_->abort_transaction(kTxnTimeout);
+        if (r.outcome != kafka::TxnOutcome::kFatal) {
+          co_await abort_kafka_transaction();
+        } else {
+          txn_.to(TxnPhase::kAborting);
+          txn_.to(TxnPhase::kReady);
+        }
         after_delivery();
         co_return;
     }
@@ -479,10 +563,28 @@ class Relay::Impl : private Pipeline::Sink {
     ++metrics_.kafka_transactions_aborted;
     pipeline_.abort_kafka_transaction(
         "the connection ended inside a PostgreSQL transaction: its Kafka transaction is aborted");
-    const kafka::TxnResult r = producer_->abort_transaction(kTxnTimeout);
-    txn_open_ = false;
-    if (r.outcome == kafka::TxnOutcome::kFenced) fail_fenced(r.error);
-    co_return;
+    co_await abort_kafka_transaction();
+  }
+
+  // Aborts the open Kafka transaction (on the producer's worker thread); a producer fenced
+  // meanwhile stops the relay. A rewind to the last commit follows (new producers).
+  awaitable<void> abort_kafka_transaction() {
+    txn_.to(TxnPhase::kAborting);
+    if (stopping_ && Clock::now() >= stop_deadline_) {
+      // Out of time to stop: the next start's init_transactions aborts it on the coordinator.
+      txn_.to(TxnPhase::kReady);
+      co_return;
+    }
+    const kafka::TxnResult r = co_await producer_->abort_transaction(kTxnTimeout);
+    if (r.outcome == kafka::TxnOutcome::kFenced) {
+      fail_fenced(r.error);
+      co_return;
+    }
+    if (!r.ok()) {
+      // New producers initialise the transactional.id again, which aborts it on the coordinator.
+      log_->warn("event=kafka_abort_failed slot={} error={}", config_.slot, quoted(r.error));
+    }
+    txn_.to(TxnPhase::kReady);
   }
 
   // Waits (at most kSettleTimeout) until Kafka acknowledged every record in flight, so that the
@@ -730,7 +832,7 @@ class Relay::Impl : private Pipeline::Sink {
     std::size_t handled = 0;  // frames handled since the last yield to the io_context
     ReadPacer pacer(config_.read_pause);
     for (;;) {
-      if (leaving()) co_return;
+      if (stream_ends()) co_return;
       if (check_error_) std::rethrow_exception(std::exchange(check_error_, nullptr));
       if (check_due_) {
         check_due_ = false;
@@ -765,7 +867,7 @@ class Relay::Impl : private Pipeline::Sink {
             co_await pace_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
             read_now();
           }
-          if (leaving()) co_return;
+          if (stream_ends()) co_return;
           conn_->read_available();
           continue;
         }
@@ -800,7 +902,7 @@ class Relay::Impl : private Pipeline::Sink {
           on_keepalive();
           break;
         }
-        if (leaving()) co_return;  // e.g. the producer stopped at a refused batch
+        if (stream_ends()) co_return;  // e.g. the producer stopped at a refused batch
         if (step == Pipeline::Step::kResolveRelation) {
           try {
             co_await resolve_relation(pipeline_.resolving_relid());
@@ -811,7 +913,7 @@ class Relay::Impl : private Pipeline::Sink {
           // Wait for delivery reports (room in librdkafka's queue, or the record sent alone).
           co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
         }
-        if (leaving()) co_return;
+        if (stream_ends()) co_return;
       }
     }
   }
@@ -836,8 +938,8 @@ class Relay::Impl : private Pipeline::Sink {
       rewind_signalled_ = true;  // once: the stop sequence's own waits must not be cut short
       wake_all();
     }
-    if (waiting_ &&
-        (committing_ || !pipeline_.paused() || leaving() || pipeline_.below_low_watermark())) {
+    if (waiting_ && (txn_.committing() || !pipeline_.paused() || leaving() ||
+                     pipeline_.below_low_watermark())) {
       wake_.cancel();
     }
   }
@@ -878,9 +980,6 @@ class Relay::Impl : private Pipeline::Sink {
 
   std::unique_ptr<kafka::Producer> make_producer(const std::string& suffix) {
     kafka::ProducerConfig c = config_.producer;
-    txn_ready_ = false;
-    txn_initialised_ = 0;
-    txn_open_ = false;
     if (exactly_once()) {
       // A failed record makes the Kafka transaction abortable: nothing of it becomes visible.
       c.transactional_id = transactional_id() + suffix;
@@ -961,6 +1060,7 @@ class Relay::Impl : private Pipeline::Sink {
     producer_.reset();  // reports still due are dropped: those records are sent again
     spare_.reset();
     make_producers();
+    txn_.reset();
     pipeline_.rewound();
     rewind_signalled_ = false;
   }
@@ -1020,23 +1120,42 @@ class Relay::Impl : private Pipeline::Sink {
     }
   }
 
+  // A stop with acknowledged transactions past the last passing publication check checks once
+  // more, so that the final confirmation covers them and the next start sends none of them
+  // again. On a connection of its own (a check cut short by the stop may have left the catalog
+  // connection mid-query). A check that fails here is the same exit 5 as while streaming; one
+  // that cannot run leaves the position where it was (those transactions are sent again).
+  awaitable<void> final_check() {
+    if (!stopping_ || fatal_ || pipeline_.rewinding() || !pipeline_.waiting_for_check()) co_return;
+    co_await end_background_check();
+    catalog_.reset();
+    try {
+      co_await check_publication();
+    } catch (const FatalError& f) {
+      fail(f.fatal);
+    } catch (const std::exception& e) {
+      log_->warn("event=publication_check_failed slot={} confirmed={} error={}", config_.slot,
+                 confirm_lsn().to_string(), quoted(e.what()));
+    }
+  }
+
   // Stop sequence: reading has stopped; flush deliveries with a deadline, confirm what was
   // acknowledged, end the copy, close.
   awaitable<void> finish() {
-    auto deadline = Clock::now() + config_.shutdown_timeout;
+    const auto deadline = stopping_ ? stop_deadline_ : Clock::now() + config_.shutdown_timeout;
     // Nothing more can be acknowledged when the broker refuses the relay's credentials.
     while (!kafka_refused_ && producers_queued() > 0 && Clock::now() < deadline) {
       co_await wait_for_change(deadline);
     }
-    if (exactly_once() && txn_open_) {
+    if (exactly_once() && txn_.phase() == TxnPhase::kOpen) {
       // Whole PostgreSQL transactions commit; a part of one is aborted and sent again next time.
       if (!fatal_ && !pipeline_.rewinding() && commit_due(true)) {
         co_await commit_kafka_transaction();
       } else if (txn_records_ > 0 || pipeline_.in_transaction()) {
-        producer_->abort_transaction(kTxnTimeout);
-        txn_open_ = false;
+        co_await abort_kafka_transaction();
       }
     }
+    co_await final_check();
     send_status();
     status_timer_.cancel();
     log_->info("event=final_confirm slot={} lsn={} unacknowledged={}", config_.slot,
@@ -1079,16 +1198,15 @@ class Relay::Impl : private Pipeline::Sink {
   std::optional<Fatal> fatal_;
   std::optional<std::string> system_id_;
   std::optional<std::uint32_t> timeline_;  // of the last session
-  // Exactly-once: transactions initialised on producer_; a Kafka transaction open, since when,
-  // with how many records; waiting for the reports of a commit; the checkpoint read at start.
-  bool txn_ready_ = false;
-  int txn_initialised_ = 0;  // how many of producer_, spare_ (in that order) are initialised
-  bool txn_open_ = false;
+  // Exactly-once: the transaction cycle (txn_machine.hpp); the open Kafka transaction's start and
+  // record count; a failed checkpoint record; the thread the checkpoint topic is read on.
+  TxnMachine txn_;
   Clock::time_point txn_started_;
   std::size_t txn_records_ = 0;
-  bool committing_ = false;
   std::optional<std::string> checkpoint_error_;
-  bool checkpoint_read_ = false;
+  std::unique_ptr<asio::thread_pool> kafka_worker_;
+  Clock::time_point stop_read_deadline_;  // see finishing_transaction()
+  Clock::time_point stop_deadline_;       // a stop's end (--shutdown-timeout after it began)
   Lsn last_reported_;
   Clock::time_point last_status_sent_;
   bool rewind_signalled_ = false;
