@@ -27,6 +27,7 @@
 #include "outbox/relay/pipeline.hpp"
 #include "outbox/relay/read_pacer.hpp"
 #include "outbox/relay/txn_machine.hpp"
+#include "publication_checker.hpp"
 
 namespace outbox::relay {
 namespace asio = boost::asio;
@@ -45,9 +46,6 @@ std::shared_ptr<spdlog::logger> make_logger() {
 // Errors after which reconnecting can help (pg::classify): connection trouble, server shutting
 // down or starting, too many connections, slot held by another relay (standby).
 bool retryable(const pg::Error& e) { return pg::retryable(pg::classify(e)); }
-
-// Shortest time between two publication checks while the confirmed position waits for one.
-constexpr std::chrono::milliseconds kMinCheckGap{500};
 
 // The slot is told what Kafka acknowledged this long after the confirmable position advanced
 // (coalesced: one status update for every report meanwhile), so a crash re-sends little.
@@ -85,9 +83,11 @@ class Relay::Impl : private Pipeline::Sink {
         status_timer_(io),
         confirm_timer_(io),
         backoff_timer_(io),
-        check_timer_(io),
         rng_(std::random_device{}()),
-        pipeline_(config_, *this, metrics_, log_) {
+        pipeline_(config_, *this, metrics_, log_),
+        checker_(io.get_executor(), config_, pipeline_, metrics_, log_,
+                 {[this] { return conn_ && !leaving(); }, [this] { return leaving(); },
+                  [this] { wake_stream(); }, [this] { confirm_soon(); }}) {
     // Created here so that a bad -X property fails before anything runs.
     make_producers();
   }
@@ -126,15 +126,15 @@ class Relay::Impl : private Pipeline::Sink {
       }
       status_timer_.cancel();
       confirm_timer_.cancel();
-      cancel_check_timer();
+      checker_.cancel_timer();
       if (exactly_once() && txn_.phase() == TxnPhase::kOpen && !stopping_ && !fatal_ &&
           !pipeline_.rewinding()) {
         co_await end_transaction_at_disconnect();
       }
-      co_await end_background_check();
+      co_await checker_.await_background(true);
       pipeline_.on_disconnect();
       conn_.reset();
-      catalog_.reset();
+      checker_.disconnect();
       if (stopping_ || fatal_) break;
       bool rewind_without_progress = false;
       if (pipeline_.rewinding()) {
@@ -246,10 +246,17 @@ class Relay::Impl : private Pipeline::Sink {
 
   void wake_all() {
     if (conn_) conn_->cancel();
-    if (catalog_) catalog_->cancel();
+    checker_.cancel();
     wake_.cancel();
     pace_timer_.cancel();
     backoff_timer_.cancel();
+  }
+
+  // A publication check is due or ended: the stream loop looks (a read wait is cut short only
+  // for a check due or failed; see stream()).
+  void wake_stream() {
+    if (reading_wait_ && conn_ && (checker_.due() || checker_.failed())) conn_->cancel();
+    if (waiting_) wake_.cancel();
   }
 
   // Waits until notified (a delivery, a stop) or `until`.
@@ -262,7 +269,7 @@ class Relay::Impl : private Pipeline::Sink {
   }
 
   awaitable<void> session(bool& streamed) {
-    check_error_ = nullptr;
+    checker_.clear_error();
     conn_ = std::make_unique<pg::ReplicationConnection>(io_.get_executor());
     co_await conn_->connect(config_.conninfo, config_.connect_timeout);
     pg::SystemInfo sys = co_await conn_->identify_system(config_.connect_timeout);
@@ -283,7 +290,7 @@ class Relay::Impl : private Pipeline::Sink {
     timeline_ = sys.timeline;
     co_await ensure_publication_and_slot();
     // Before the stream starts, on every connect: refuse a publication that hides outbox inserts.
-    co_await check_publication();
+    co_await checker_.check();
     // No re-send of what Kafka acknowledged (Pipeline::resume): let what is in flight be
     // acknowledged first, then start at the acknowledged prefix; the server starts at the
     // greater of it and the slot's confirmed_flush_lsn, which after a crash is the last one
@@ -310,7 +317,7 @@ class Relay::Impl : private Pipeline::Sink {
     log_->info("event=streaming slot={} publication={} server_wal={} timeline={} start={}",
                config_.slot, config_.publication, sys.xlogpos.to_string(), sys.timeline,
                start.to_string());
-    schedule_check();
+    checker_.schedule();
     try {
       co_await stream();
     } catch (const FatalError& f) {
@@ -663,181 +670,12 @@ class Relay::Impl : private Pipeline::Sink {
   // then at least never confirmed.
   Lsn confirm_lsn() const { return pipeline_.confirmable(); }
 
-  // Reads the catalog on the plain connection: the publication must publish every insert into
-  // the table, and must not have been written since the previous check. Throws FatalError
-  // (kExitConfig) otherwise, pg::Error when the catalog cannot be read.
-  awaitable<void> check_publication() {
-    const auto timeout = config_.connect_timeout;
-    if (!catalog_ || !catalog_->connected()) {
-      catalog_ = std::make_unique<pg::ReplicationConnection>(io_.get_executor());
-      co_await catalog_->connect(config_.conninfo, timeout, /*replication=*/false);
-    }
-    // Read before the check's snapshot: every commit before this position is visible to it.
-    pg::Rows at = co_await catalog_->exec("SELECT pg_catalog.pg_current_wal_lsn()::text", timeout);
-    std::optional<Lsn> before;
-    if (at.size() == 1 && at[0].size() == 1 && at[0][0]) before = Lsn::parse(*at[0][0]);
-    if (!before) {
-      const bool one = at.size() == 1 && at[0].size() == 1 && at[0][0];
-      throw pg::Error::unexpected_reply(
-          "SELECT pg_current_wal_lsn()", "one LSN",
-          one ? "'" + *at[0][0] + "'" : std::to_string(at.size()) + " rows");
-    }
-    const pg::PublicationTarget target = publication_target();
-    // One check per outbox table (--table repeated), all after `before`; together they say
-    // what one check says of one table.
-    pg::PublicationCheck check;
-    std::vector<pg::PublicationTarget> targets = {target};
-    std::string tables = target.table.empty() ? "none" : target.schema + "." + target.table;
-    for (const auto& [schema, table] : target.more_tables) {
-      targets.push_back({target.publication, schema, table});
-      tables += "," + schema + "." + table;
-    }
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-      const pg::PublicationTarget& one = targets[i];
-      // Prepared: planning this statement costs the server several times what running it does.
-      pg::Rows rows = co_await catalog_->exec_prepared(
-          "outbox_relay_check_" + std::to_string(i),
-          pg::publication_check_sql(
-              one, [&](const std::string& v) { return catalog_->quote_literal(v); }),
-          timeout);
-      pg::PublicationCheck part = pg::assess_publication(one, rows);
-      if (!part.ok()) {
-        last_check_ = Clock::now();
-        throw FatalError({kExitConfig, part.problem + "; slot " + config_.slot +
-                                           " is not confirmed past " + confirm_lsn().to_string()});
-      }
-      check.fingerprint += part.fingerprint + ";";
-      check.partitioned = check.partitioned || part.partitioned;
-      check.tree_relids.insert(check.tree_relids.end(), part.tree_relids.begin(),
-                               part.tree_relids.end());
-      check.published_relids.insert(check.published_relids.end(), part.published_relids.begin(),
-                                    part.published_relids.end());
-    }
-    last_check_ = Clock::now();
-    if (fingerprint_ && *fingerprint_ != check.fingerprint) {
-      throw FatalError(
-          {kExitConfig,
-           "publication " + config_.publication + " was altered while the relay ran (its " +
-               "settings or its rows for table " + tables + " were written after the check at " +
-               pipeline_.verified().to_string() +
-               "): inserts committed in between may have been hidden from the stream, so slot " +
-               config_.slot + " is not confirmed past " + confirm_lsn().to_string() +
-               ". Compare the outbox with Kafka (outbox-relay reconcile), then start the relay "
-               "again"});
-    }
-    if (!fingerprint_) {
-      log_->info(
-          "event=publication_verified slot={} publication={} table={} partitioned={} "
-          "published_relations={} at={}",
-          config_.slot, config_.publication, tables, check.partitioned,
-          check.published_relids.size(), before->to_string());
-    }
-    fingerprint_ = check.fingerprint;
-    pipeline_.set_outbox_tree(check.partitioned, check.tree_relids);
-    pipeline_.publication_verified(*before);
-    ++metrics_.publication_checks;
-  }
-
-  // A check while streaming. A check that cannot run ends the session (reconnect with backoff):
-  // the catalog and the stream come from the same server, and a server shutting down waits for
-  // the slot to be confirmed up to what it sent, which waits for a check; after the reconnect
-  // the stream resumes at the confirmed position, so nothing is lost.
-  awaitable<void> periodic_check() {
-    const Lsn was = confirm_lsn();
-    try {
-      co_await check_publication();
-    } catch (const boost::system::system_error& e) {
-      // Cancelled by a stop, a failure or a rewind: the stop sequence goes on.
-      if (e.code() != asio::error::operation_aborted || !leaving()) throw;
-      co_return;
-    } catch (const pg::Error& e) {
-      log_->warn("event=publication_check_failed slot={} confirmed={} error={}: reconnecting",
-                 config_.slot, confirm_lsn().to_string(), quoted(e.what()));
-      throw;
-    }
-    schedule_check();
-    if (confirm_lsn() > was) confirm_soon();
-  }
-
-  // Arms the check timer: soon while the confirmed position waits for a check, else at the
-  // check interval.
-  void schedule_check() {
-    // A check under way schedules the next when it ends: a timer armed meanwhile would be due at
-    // once (its gap counts from the last check's end) and wake the stream for nothing.
-    if (!conn_ || leaving() || check_running_) return;
-    const bool waiting_for_check = pipeline_.waiting_for_check();
-    const auto due =
-        last_check_ + (waiting_for_check ? kMinCheckGap : config_.publication_check_interval);
-    if (check_armed_ && check_timer_.expiry() <= due) return;
-    check_armed_ = true;
-    check_timer_.expires_at(due);
-    check_timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec) return;  // re-armed or cancelled
-      check_armed_ = false;
-      check_due_ = true;
-      if (reading_wait_ && conn_) conn_->cancel();
-      if (waiting_) wake_.cancel();
-    });
-  }
-
-  void cancel_check_timer() {
-    check_timer_.cancel();
-    check_armed_ = false;
-    check_due_ = false;
-  }
-
-  // The periodic check runs beside the stream, on the catalog connection: reading, producing and
-  // committing go on meanwhile (on a busy server the two queries take tens of milliseconds, and
-  // the stream stood still twice a second). The check only moves the verified position, which
-  // caps what is confirmed; a check that fails ends the session from stream().
-  void start_background_check() {
-    check_running_ = true;
-    asio::co_spawn(io_, background_check(), asio::detached);
-  }
-
-  awaitable<void> background_check() {
-    try {
-      co_await periodic_check();
-    } catch (...) {
-      if (!leaving()) check_error_ = std::current_exception();
-    }
-    check_running_ = false;
-    if (!check_error_) schedule_check();
-    if (check_error_ && reading_wait_ && conn_) conn_->cancel();  // stream() ends the session
-    if (waiting_) wake_.cancel();
-  }
-
-  // Before the catalog connection goes or is used by something else: the check under way ends.
-  awaitable<void> await_background_check(bool cancel) {
-    if (!check_running_) co_return;
-    if (cancel && catalog_) catalog_->cancel();
-    while (check_running_) co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
-  }
-  awaitable<void> end_background_check() { return await_background_check(true); }
-
-  // A relation the last check did not know, while the outbox is partitioned: read the catalog
-  // again (it may be a partition created since), and whether the relation still exists.
-  awaitable<void> resolve_relation(std::uint32_t relid) {
-    co_await await_background_check(false);  // it may know the relation; one user of catalog_
-    if (pipeline_.in_outbox_tree(relid)) co_return;
-    co_await check_publication();
-    if (pipeline_.in_outbox_tree(relid)) co_return;
-    pg::Rows rows = co_await catalog_->exec(
-        "SELECT 1 FROM pg_catalog.pg_class WHERE oid = " + std::to_string(relid),
-        config_.connect_timeout);
-    pipeline_.relation_resolved(relid, !rows.empty());
-  }
-
   awaitable<void> stream() {
     std::size_t handled = 0;  // frames handled since the last yield to the io_context
     ReadPacer pacer(config_.read_pause);
     for (;;) {
       if (stream_ends()) co_return;
-      if (check_error_) std::rethrow_exception(std::exchange(check_error_, nullptr));
-      if (check_due_) {
-        check_due_ = false;
-        if (!check_running_) start_background_check();  // a running one schedules the next
-      }
+      checker_.on_stream_turn();  // a check due starts beside the stream; a failed one throws
       if (exactly_once() &&
           commit_due(Clock::now() - txn_started_ >= config_.transaction_interval ||
                      pipeline_.paused())) {
@@ -883,7 +721,7 @@ class Relay::Impl : private Pipeline::Sink {
         } catch (const boost::system::system_error& e) {
           reading_wait_ = false;
           if (e.code() != asio::error::operation_aborted ||
-              !(leaving() || check_due_ || check_error_)) {
+              !(leaving() || checker_.due() || checker_.failed())) {
             throw;
           }
         }
@@ -905,7 +743,7 @@ class Relay::Impl : private Pipeline::Sink {
         if (stream_ends()) co_return;  // e.g. the producer stopped at a refused batch
         if (step == Pipeline::Step::kResolveRelation) {
           try {
-            co_await resolve_relation(pipeline_.resolving_relid());
+            co_await checker_.resolve_relation(pipeline_.resolving_relid());
           } catch (const boost::system::system_error& e) {
             if (e.code() != asio::error::operation_aborted || !leaving()) throw;
           }
@@ -920,7 +758,7 @@ class Relay::Impl : private Pipeline::Sink {
 
   void on_keepalive() {
     const Pipeline::Keepalive k = pipeline_.keepalive();
-    if (k.idle_advanced) schedule_check();
+    if (k.idle_advanced) checker_.schedule();
     // The server sends an unrequested keepalive when our reported position lags its own while it
     // waits for WAL (e.g. busy unpublished tables): answer soon so the slot does not hold WAL.
     if (k.reply_requested ||
@@ -1089,7 +927,7 @@ class Relay::Impl : private Pipeline::Sink {
   // Nothing is armed while nothing advances: no wake-ups while idle.
   void confirm_soon() {
     if (!conn_ || leaving()) return;
-    if (pipeline_.waiting_for_check()) schedule_check();
+    if (pipeline_.waiting_for_check()) checker_.schedule();
     if (confirm_armed_ || confirm_lsn() <= last_reported_) return;
     confirm_armed_ = true;
     confirm_timer_.expires_after(kConfirmDelay);
@@ -1101,7 +939,7 @@ class Relay::Impl : private Pipeline::Sink {
 
   void send_status() {
     if (!conn_ || !conn_->connected()) return;
-    schedule_check();
+    checker_.schedule();
     Lsn flush = confirm_lsn();
     try {
       // write: what the relay has handled (pg_stat_replication.write_lsn); only flush, the
@@ -1127,10 +965,10 @@ class Relay::Impl : private Pipeline::Sink {
   // that cannot run leaves the position where it was (those transactions are sent again).
   awaitable<void> final_check() {
     if (!stopping_ || fatal_ || pipeline_.rewinding() || !pipeline_.waiting_for_check()) co_return;
-    co_await end_background_check();
-    catalog_.reset();
+    co_await checker_.await_background(true);
+    checker_.disconnect();
     try {
-      co_await check_publication();
+      co_await checker_.check();
     } catch (const FatalError& f) {
       fail(f.fatal);
     } catch (const std::exception& e) {
@@ -1180,17 +1018,7 @@ class Relay::Impl : private Pipeline::Sink {
   asio::steady_timer confirm_timer_;  // see confirm_soon()
   bool confirm_armed_ = false;
   asio::steady_timer backoff_timer_;
-  asio::steady_timer check_timer_;  // the next publication check
   std::mt19937_64 rng_;
-  // Publication checks: a plain connection for catalog reads while streaming; what the last
-  // check saw; the WAL position below which a passing check covers the stream.
-  std::unique_ptr<pg::ReplicationConnection> catalog_;
-  std::optional<std::string> fingerprint_;
-  Clock::time_point last_check_;
-  bool check_armed_ = false;
-  bool check_due_ = false;
-  bool check_running_ = false;      // a periodic check runs beside the stream
-  std::exception_ptr check_error_;  // how it failed: stream() rethrows it
   bool reading_wait_ = false;       // stream() waits on the replication socket
   bool waiting_ = false;
   bool stopping_ = false;
@@ -1214,7 +1042,8 @@ class Relay::Impl : private Pipeline::Sink {
   Lsn last_rewind_at_;  // confirmed position at the last rewind  // wake_all() ran for the rewind
                         // under way
   Metrics metrics_;
-  Pipeline pipeline_;  // last: it refers to config_, metrics_ and the producers (as its Sink)
+  Pipeline pipeline_;  // it refers to config_, metrics_ and the producers (as its Sink)
+  PublicationChecker checker_;  // last: it refers to the pipeline
 };
 
 Relay::Relay(asio::io_context& io, RelayConfig config)
