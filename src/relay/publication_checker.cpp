@@ -100,8 +100,8 @@ awaitable<void> PublicationChecker::check() {
     log_->info(
         "event=publication_verified slot={} publication={} table={} partitioned={} "
         "published_relations={} at={}",
-        config_.slot, config_.publication, tables, check.partitioned,
-        check.published_relids.size(), before->to_string());
+        config_.slot, config_.publication, tables, check.partitioned, check.published_relids.size(),
+        before->to_string());
   }
   fingerprint_ = check.fingerprint;
   pipeline_.set_outbox_tree(check.partitioned, check.tree_relids);
@@ -134,8 +134,8 @@ void PublicationChecker::schedule() {
   // A check under way schedules the next when it ends: a timer armed meanwhile would be due at
   // once (its gap counts from the last check's end) and wake the stream for nothing.
   if (!hooks_.may_schedule() || running_) return;
-  const auto due =
-      next_check_due(last_check_, pipeline_.waiting_for_check(), config_.publication_check_interval);
+  const auto due = next_check_due(last_check_, pipeline_.waiting_for_check(),
+                                  config_.publication_check_interval);
   if (armed_ && timer_.expiry() <= due) return;
   armed_ = true;
   timer_.expires_at(due);

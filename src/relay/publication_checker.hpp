@@ -36,9 +36,9 @@ class PublicationChecker {
  public:
   using Clock = std::chrono::steady_clock;
   struct Hooks {
-    std::function<bool()> may_schedule;  // a session streams and is not ending
-    std::function<bool()> leaving;       // the session ends: a cancelled check is no error
-    std::function<void()> wake_stream;   // a check is due, or a background check ended
+    std::function<bool()> may_schedule;    // a session streams and is not ending
+    std::function<bool()> leaving;         // the session ends: a cancelled check is no error
+    std::function<void()> wake_stream;     // a check is due, or a background check ended
     std::function<void()> verified_moved;  // a periodic check moved the verified position
   };
 
@@ -91,8 +91,8 @@ class PublicationChecker {
   boost::asio::steady_timer idle_;   // await_background() waits on it
   bool armed_ = false;
   bool due_ = false;
-  bool running_ = false;       // a check runs beside the stream
-  std::exception_ptr error_;   // how it failed: on_stream_turn() rethrows it
+  bool running_ = false;      // a check runs beside the stream
+  std::exception_ptr error_;  // how it failed: on_stream_turn() rethrows it
 };
 
 }  // namespace outbox::relay

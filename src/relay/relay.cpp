@@ -18,6 +18,7 @@
 #include <unordered_set>
 #include <variant>
 
+#include "kafka_producers.hpp"
 #include "outbox/kafka/consumer.hpp"
 #include "outbox/pg/bootstrap.hpp"
 #include "outbox/pg/publication_check.hpp"
@@ -58,9 +59,7 @@ constexpr std::chrono::seconds kSettleTimeout{5};
 // transaction sequence numbers stay far below), and how long a transaction call may block.
 constexpr std::uint64_t kCheckpointOpaque = 1ULL << 61;
 constexpr std::chrono::seconds kTxnTimeout{30};
-// Exactly-once: the second transactional.id is the first with this (see make_producers()). No
-// slot name has a '#', so a derived id of one slot never equals the spare of another.
-constexpr const char* kSpareSuffix = "#2";
+constexpr const char* kSpareSuffix = KafkaProducers::kSpareSuffix;
 
 // Kafka cannot be used for now (exactly-once set-up): the session ends and is retried.
 struct KafkaUnavailable : std::runtime_error {
@@ -78,6 +77,11 @@ class Relay::Impl : private Pipeline::Sink {
       : io_(io),
         config_(std::move(config)),
         log_(make_logger()),
+        // Made here so that a bad -X property fails before anything runs.
+        producers_(io.get_executor(), config_, transactional_id(),
+                   {[this](const kafka::Delivery& d) { on_delivery(d); },
+                    [this](const std::string& m) { on_producer_fatal(m); },
+                    [this](const std::string& m) { on_kafka_refused(m); }}),
         wake_(io),
         pace_timer_(io),
         status_timer_(io),
@@ -87,10 +91,7 @@ class Relay::Impl : private Pipeline::Sink {
         pipeline_(config_, *this, metrics_, log_),
         checker_(io.get_executor(), config_, pipeline_, metrics_, log_,
                  {[this] { return conn_ && !leaving(); }, [this] { return leaving(); },
-                  [this] { wake_stream(); }, [this] { confirm_soon(); }}) {
-    // Created here so that a bad -X property fails before anything runs.
-    make_producers();
-  }
+                  [this] { wake_stream(); }, [this] { confirm_soon(); }}) {}
 
   awaitable<int> run() {
     int attempt = 0;
@@ -168,9 +169,7 @@ class Relay::Impl : private Pipeline::Sink {
           "again on the next start",
           config_.slot, pipeline_.tracker().inflight_events(), confirm_lsn().to_string());
     }
-    isolation_producer_.reset();
-    producer_.reset();
-    spare_.reset();
+    producers_.reset();
     if (fatal_) {
       log_->error("event=fatal slot={} exit_code={} confirmed={} error={}", config_.slot,
                   fatal_->code, confirm_lsn().to_string(), quoted(fatal_->message));
@@ -382,7 +381,7 @@ class Relay::Impl : private Pipeline::Sink {
       // first succeeded goes on with the second. No swap happens before both are ready.
       while (txn_.initialised() < 2) {
         const bool first = txn_.initialised() == 0;
-        kafka::Producer& p = first ? *producer_ : *spare_;
+        kafka::Producer& p = first ? producers_.current() : producers_.spare();
         const std::string id = transactional_id() + (first ? "" : kSpareSuffix);
         const kafka::TxnResult r = co_await p.init_transactions(kTxnTimeout);
         if (r.outcome == kafka::TxnOutcome::kFenced) {
@@ -401,8 +400,8 @@ class Relay::Impl : private Pipeline::Sink {
     }
     if (txn_.phase() == TxnPhase::kCheckpoint) {
       if (!txn_.checkpoint_read()) {
-        const std::string error =
-            co_await producer_->create_compacted_topic(config_.checkpoint_topic, kTxnTimeout);
+        const std::string error = co_await producers_.current().create_compacted_topic(
+            config_.checkpoint_topic, kTxnTimeout);
         if (!error.empty()) co_return error;
         const CheckpointRead read = co_await read_checkpoint();
         if (!read.error.empty()) co_return read.error;
@@ -460,7 +459,7 @@ class Relay::Impl : private Pipeline::Sink {
   }
 
   void begin_kafka_transaction() {
-    const kafka::TxnResult r = producer_->begin_transaction();
+    const kafka::TxnResult r = producers_.current().begin_transaction();
     if (!r.ok()) throw KafkaUnavailable("beginning a Kafka transaction: " + r.error);
     txn_.to(TxnPhase::kOpen);
     txn_records_ = 0;
@@ -490,7 +489,7 @@ class Relay::Impl : private Pipeline::Sink {
     const kafka::Record rec = checkpoint_record(key, value);
     txn_.to(TxnPhase::kCommitting);
     for (;;) {
-      const kafka::ProduceResult pr = producer_->produce(rec, kCheckpointOpaque);
+      const kafka::ProduceResult pr = producers_.current().produce(rec, kCheckpointOpaque);
       if (pr.status == kafka::ProduceStatus::kQueued) break;
       if (pr.status == kafka::ProduceStatus::kFailed) {
         checkpoint_error_ = pr.error;
@@ -499,7 +498,7 @@ class Relay::Impl : private Pipeline::Sink {
       co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
       if (leaving()) break;
     }
-    while (!checkpoint_error_ && producer_->queued() > 0 && !leaving()) {
+    while (!checkpoint_error_ && producers_.current().queued() > 0 && !leaving()) {
       co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
     }
     if (fatal_) co_return;
@@ -515,7 +514,7 @@ class Relay::Impl : private Pipeline::Sink {
       // aborted by the coordinator and sent again on the next start: nothing is lost).
       const auto t0 = Clock::now();
       for (int attempt = 1;; ++attempt) {
-        r = co_await producer_->commit_transaction(kTxnTimeout);
+        r = co_await producers_.current().commit_transaction(kTxnTimeout);
         if (r.outcome != kafka::TxnOutcome::kRetriable || fatal_ ||
             (stopping_ && Clock::now() >= stop_deadline_)) {
           break;
@@ -533,7 +532,7 @@ class Relay::Impl : private Pipeline::Sink {
         ++metrics_.kafka_transactions_committed;
         pipeline_.kafka_committed(through);
         confirm_soon();
-        std::swap(producer_, spare_);
+        producers_.take_turns();
         begin_kafka_transaction();
         co_return;
       case kafka::TxnOutcome::kFenced:
@@ -582,7 +581,7 @@ class Relay::Impl : private Pipeline::Sink {
       txn_.to(TxnPhase::kReady);
       co_return;
     }
-    const kafka::TxnResult r = co_await producer_->abort_transaction(kTxnTimeout);
+    const kafka::TxnResult r = co_await producers_.current().abort_transaction(kTxnTimeout);
     if (r.outcome == kafka::TxnOutcome::kFenced) {
       fail_fenced(r.error);
       co_return;
@@ -790,80 +789,33 @@ class Relay::Impl : private Pipeline::Sink {
       // same AddPartitionsToTxn round trip, not at the commit: the record repeats the last
       // committed checkpoint, and the commit's own record, later in the partition, supersedes it.
       // A failure makes the transaction abortable; a full queue only loses the head start.
-      const kafka::ProduceResult pr = producer_->produce(
+      const kafka::ProduceResult pr = producers_.current().produce(
           checkpoint_record(checkpoint_key(), pipeline_.kafka_committed().to_string()),
           kCheckpointOpaque);
       if (pr.status == kafka::ProduceStatus::kFailed) checkpoint_error_ = pr.error;
     }
     ++txn_records_;
     // Exactly-once: every record goes in the transaction (nothing else is in flight anyway).
-    return route == Pipeline::Route::kAlone && !exactly_once()
-               ? isolation_producer().produce(record, opaque)
-               : producer_->produce(record, opaque);
+    return producers_.produce(record, opaque, route == Pipeline::Route::kAlone);
   }
-  bool stopped() const override { return producer_ && producer_->stopped(); }
+  bool stopped() const override { return producers_.stopped(); }
 
-  // The producer: idempotent, and stopping at the first refused batch rather than letting later
-  // records of its partition pass the refused ones (enable.gapless.guarantee, set last so that
-  // -X cannot turn it off). See begin_rewind().
-  // Exactly-once: two transactional producers, `transactional_id()` and the same with
-  // kSpareSuffix, which take turns, one Kafka transaction each, committed one after the other.
-  // With one, the next transaction's first AddPartitionsToTxn usually reached the coordinator
-  // while it still wrote the last commit's markers: CONCURRENT_TRANSACTIONS, and librdkafka
-  // retries after a fixed 20 ms. The other producer's id has no transaction completing.
-  void make_producers() {
-    producer_ = make_producer("");
-    if (exactly_once()) spare_ = make_producer(kSpareSuffix);
-  }
-
-  std::unique_ptr<kafka::Producer> make_producer(const std::string& suffix) {
-    kafka::ProducerConfig c = config_.producer;
-    if (exactly_once()) {
-      // A failed record makes the Kafka transaction abortable: nothing of it becomes visible.
-      c.transactional_id = transactional_id() + suffix;
+  // Every delivery report, of either producer: a checkpoint record's is the commit's; the
+  // others are the Pipeline's.
+  void on_delivery(const kafka::Delivery& d) {
+    if (d.opaque == kCheckpointOpaque) {
+      if (!d.ok) checkpoint_error_ = d.error;
     } else {
-      c.properties.emplace_back("enable.gapless.guarantee", "true");
+      pipeline_.on_delivery(d);
     }
-    return std::make_unique<kafka::Producer>(
-        io_.get_executor(), c,
-        [this](const kafka::Delivery& d) {
-          if (d.opaque == kCheckpointOpaque) {
-            if (!d.ok) checkpoint_error_ = d.error;
-            after_delivery();
-            return;
-          }
-          pipeline_.on_delivery(d);
-          after_delivery();
-        },
-        [this](const std::string& m) { on_producer_fatal(m); },
-        [this](const std::string& m) { on_kafka_refused(m); });
-  }
-
-  // For the records of a refused batch: one record a batch, sent when nothing else is in flight,
-  // and nothing produced after it until its report, so that the bad one is told from its
-  // neighbours and no later record passes either.
-  kafka::Producer& isolation_producer() {
-    if (!isolation_producer_) {
-      kafka::ProducerConfig single = config_.producer;
-      single.properties.emplace_back("batch.num.messages", "1");
-      single.properties.emplace_back("linger.ms", "0");
-      isolation_producer_ = std::make_unique<kafka::Producer>(
-          io_.get_executor(), single,
-          [this](const kafka::Delivery& r) {
-            pipeline_.on_delivery(r);
-            after_delivery();
-          },
-          [this](const std::string& m) { on_producer_fatal(m); },
-          [this](const std::string& m) { on_kafka_refused(m); });
-    }
-    return *isolation_producer_;
+    after_delivery();
   }
 
   // A fatal producer error (a refused batch under the gapless guarantee, an idempotent sequence
   // lost after a broker restart): what was not acknowledged is sent again from the confirmed
   // position by a new producer; nothing is lost, nothing passes an earlier record.
   void on_producer_fatal(const std::string& message) {
-    if (exactly_once() && ((producer_ && producer_->fenced()) || (spare_ && spare_->fenced()))) {
+    if (exactly_once() && producers_.fenced()) {
       fail_fenced(message);
       return;
     }
@@ -894,17 +846,10 @@ class Relay::Impl : private Pipeline::Sink {
   }
 
   void rewind() {
-    isolation_producer_.reset();
-    producer_.reset();  // reports still due are dropped: those records are sent again
-    spare_.reset();
-    make_producers();
+    producers_.renew();  // reports still due are dropped: those records are sent again
     txn_.reset();
     pipeline_.rewound();
     rewind_signalled_ = false;
-  }
-
-  std::size_t producers_queued() const {
-    return producer_->queued() + (isolation_producer_ ? isolation_producer_->queued() : 0);
   }
 
   static std::int64_t now_unix_ms() {
@@ -982,7 +927,7 @@ class Relay::Impl : private Pipeline::Sink {
   awaitable<void> finish() {
     const auto deadline = stopping_ ? stop_deadline_ : Clock::now() + config_.shutdown_timeout;
     // Nothing more can be acknowledged when the broker refuses the relay's credentials.
-    while (!kafka_refused_ && producers_queued() > 0 && Clock::now() < deadline) {
+    while (!kafka_refused_ && producers_.queued() > 0 && Clock::now() < deadline) {
       co_await wait_for_change(deadline);
     }
     if (exactly_once() && txn_.phase() == TxnPhase::kOpen) {
@@ -1008,9 +953,7 @@ class Relay::Impl : private Pipeline::Sink {
   asio::io_context& io_;
   RelayConfig config_;
   std::shared_ptr<spdlog::logger> log_;
-  std::unique_ptr<kafka::Producer> producer_;
-  std::unique_ptr<kafka::Producer> isolation_producer_;  // created on the first refused batch
-  std::unique_ptr<kafka::Producer> spare_;               // exactly-once: see make_producers()
+  KafkaProducers producers_;
   std::unique_ptr<pg::ReplicationConnection> conn_;
   asio::steady_timer wake_;
   asio::steady_timer pace_timer_;  // the read pause of stream()
@@ -1019,7 +962,7 @@ class Relay::Impl : private Pipeline::Sink {
   bool confirm_armed_ = false;
   asio::steady_timer backoff_timer_;
   std::mt19937_64 rng_;
-  bool reading_wait_ = false;       // stream() waits on the replication socket
+  bool reading_wait_ = false;  // stream() waits on the replication socket
   bool waiting_ = false;
   bool stopping_ = false;
   bool had_slot_ = false;
@@ -1042,7 +985,7 @@ class Relay::Impl : private Pipeline::Sink {
   Lsn last_rewind_at_;  // confirmed position at the last rewind  // wake_all() ran for the rewind
                         // under way
   Metrics metrics_;
-  Pipeline pipeline_;  // it refers to config_, metrics_ and the producers (as its Sink)
+  Pipeline pipeline_;           // it refers to config_, metrics_ and the producers (as its Sink)
   PublicationChecker checker_;  // last: it refers to the pipeline
 };
 
