@@ -7,12 +7,17 @@
 
 #include <array>
 #include <atomic>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -99,12 +104,57 @@ int32_t counting_partitioner(const rd_kafka_topic_t* rkt, const void* key, size_
   return state->partitioner(rkt, key, keylen, partition_cnt, rkt_opaque, msg_opaque);
 }
 
+// Set on a producer's worker thread while it runs a blocking transaction call: librdkafka may
+// serve the main queue there (commit flushes, which polls), and the handlers must then be handed
+// to the io_context's thread instead of running on the worker.
+thread_local bool t_on_worker = false;
+
+// A Delivery that owns its bytes, to cross from the worker thread to the io_context's.
+struct OwnedDelivery {
+  Delivery d;
+  std::string topic, error_name, key, value, id, type;
+  bool has_key = false, has_value = false, has_type = false;
+  std::vector<std::pair<std::string, std::optional<std::string>>> headers;
+
+  explicit OwnedDelivery(const Delivery& from) : d(from) {
+    topic = from.topic;
+    error_name = from.error_name;
+    has_key = from.key.has_value();
+    if (has_key) key = *from.key;
+    has_value = from.value.has_value();
+    if (has_value) value = *from.value;
+    id = from.id_header;
+    has_type = from.type_header.has_value();
+    if (has_type) type = *from.type_header;
+    for (const Header& h : from.other_headers) {
+      headers.emplace_back(
+          std::string(h.name),
+          h.value ? std::optional<std::string>(std::string(*h.value)) : std::nullopt);
+    }
+  }
+  // The Delivery with its views into this object's strings.
+  const Delivery& view() {
+    d.topic = topic;
+    d.error_name = error_name;
+    d.key = has_key ? std::optional<std::string_view>(key) : std::nullopt;
+    d.value = has_value ? std::optional<std::string_view>(value) : std::nullopt;
+    d.id_header = id;
+    d.type_header = has_type ? std::optional<std::string_view>(type) : std::nullopt;
+    d.other_headers.clear();
+    for (const auto& [name, v] : headers) {
+      d.other_headers.push_back({name, v ? std::optional<std::string_view>(*v) : std::nullopt});
+    }
+    return d;
+  }
+};
+
 }  // namespace
 
 struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
   Impl(boost::asio::any_io_executor executor, DeliveryHandler on_delivery, FatalHandler on_fatal,
        RefusedHandler on_refused)
-      : event_fd(executor),
+      : executor(executor),
+        event_fd(executor),
         guard_timer(executor),
         on_delivery(std::move(on_delivery)),
         on_fatal(std::move(on_fatal)),
@@ -115,6 +165,11 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
   Partitioner partitioner = nullptr;  // nullptr: unknown partitioner, no stall guard
   KafkaHandle rk;
   QueueHandle main_queue;
+  boost::asio::any_io_executor executor;
+  // The thread the blocking transaction calls wait on (created with the first of them); joined
+  // before rk is destroyed.
+  std::unique_ptr<boost::asio::thread_pool> worker;
+  std::atomic<bool> txn_call_running{false};
   boost::asio::posix::stream_descriptor event_fd;
   boost::asio::steady_timer guard_timer;
   DeliveryHandler on_delivery;
@@ -264,8 +319,25 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
 
   static void dr_cb(rd_kafka_t*, const rd_kafka_message_t* msg, void* opaque) {
     auto* self = static_cast<Impl*>(opaque);
+    if (t_on_worker) {
+      // Served inside a transaction call on the worker: the handler runs on the io_context.
+      Delivery d;
+      fill(d, msg);
+      auto owned = std::make_shared<OwnedDelivery>(d);
+      boost::asio::post(self->executor, [weak = self->weak_from_this(), owned] {
+        auto s = weak.lock();
+        if (!s || s->destroyed) return;
+        s->guard.on_report();
+        s->on_delivery(owned->view());
+      });
+      return;
+    }
     self->guard.on_report();
-    Delivery& d = self->scratch;
+    fill(self->scratch, msg);
+    self->on_delivery(self->scratch);
+  }
+
+  static void fill(Delivery& d, const rd_kafka_message_t* msg) {
     d.opaque = reinterpret_cast<std::uintptr_t>(msg->_private);
     d.bytes = static_cast<std::size_t>(msg->len) + msg->key_len;
     d.ok = msg->err == RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -310,7 +382,40 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
         }
       }
     }
-    self->on_delivery(d);
+  }
+
+  // Runs `call` (a handler of the io_context's thread) there: now when this is that thread, else
+  // posted (see t_on_worker).
+  void on_io_thread(std::function<void(Impl&)> call) {
+    if (!t_on_worker) {
+      call(*this);
+      return;
+    }
+    boost::asio::post(executor, [weak = weak_from_this(), call = std::move(call)] {
+      auto s = weak.lock();
+      if (s && !s->destroyed) call(*s);
+    });
+  }
+
+  // Runs `blocking` on the worker thread; the caller resumes on its own executor.
+  template <typename F>
+  boost::asio::awaitable<std::invoke_result_t<F>> off_thread(F blocking) {
+    using R = std::invoke_result_t<F>;
+    if (!worker) worker = std::make_unique<boost::asio::thread_pool>(1);
+    txn_call_running = true;
+    struct Reset {
+      std::atomic<bool>& flag;
+      ~Reset() { flag = false; }
+    } reset{txn_call_running};
+    auto task = [call = std::move(blocking)]() -> boost::asio::awaitable<R> {
+      t_on_worker = true;
+      R r = call();
+      t_on_worker = false;
+      co_return r;
+    };
+    R result = co_await boost::asio::co_spawn(worker->get_executor(), std::move(task),
+                                              boost::asio::use_awaitable);
+    co_return result;
   }
 
   static void error_cb(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
@@ -318,7 +423,8 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     if (err == RD_KAFKA_RESP_ERR__FATAL) {
       char buf[512];
       rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, buf, sizeof buf);
-      self->on_fatal(std::string(rd_kafka_err2name(orig)) + ": " + buf);
+      self->on_io_thread(
+          [m = std::string(rd_kafka_err2name(orig)) + ": " + buf](Impl& s) { s.on_fatal(m); });
       return;
     }
     const rd_kafka_resp_err_t code = static_cast<rd_kafka_resp_err_t>(err);
@@ -326,10 +432,12 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     if (kind != ClientError::kOther && self->on_refused) {
       // librdkafka would reconnect and be refused again, for ever. The reason names the broker
       // ("sasl_ssl://host:port/id: SASL authentication error: ...") and holds no secret.
-      self->on_refused(std::string(kind == ClientError::kAuthentication
-                                       ? "authentication refused"
-                                       : "TLS certificate refused") +
-                       " (" + rd_kafka_err2name(code) + "): " + reason);
+      self->on_io_thread(
+          [m = std::string(kind == ClientError::kAuthentication ? "authentication refused"
+                                                                : "TLS certificate refused") +
+               " (" + rd_kafka_err2name(code) + "): " + reason](Impl& s) {
+            if (s.on_refused) s.on_refused(m);
+          });
       return;
     }
     // Transport errors and all-brokers-down are ridden out by librdkafka's own retries.
@@ -412,6 +520,8 @@ Producer::Producer(boost::asio::any_io_executor executor, const ProducerConfig& 
 }
 
 Producer::~Producer() {
+  // A transaction call still running (its caller is gone) finishes first: rk outlives it.
+  if (impl_->worker) impl_->worker->join();
   impl_->destroyed = true;
   impl_->guard_timer.cancel();
   rd_kafka_queue_io_event_enable(impl_->main_queue.get(), -1, nullptr, 0);
@@ -503,35 +613,16 @@ TxnResult txn_result(rd_kafka_error_t* error) {
 
 int timeout_ms(std::chrono::milliseconds t) { return static_cast<int>(t.count()); }
 
-}  // namespace
-
-TxnResult Producer::init_transactions(std::chrono::milliseconds timeout) {
-  return txn_result(rd_kafka_init_transactions(impl_->rk.get(), timeout_ms(timeout)));
-}
-
-TxnResult Producer::begin_transaction() {
-  return txn_result(rd_kafka_begin_transaction(impl_->rk.get()));
-}
-
-TxnResult Producer::commit_transaction(std::chrono::milliseconds timeout) {
-  return txn_result(rd_kafka_commit_transaction(impl_->rk.get(), timeout_ms(timeout)));
-}
-
-TxnResult Producer::abort_transaction(std::chrono::milliseconds timeout) {
-  return txn_result(rd_kafka_abort_transaction(impl_->rk.get(), timeout_ms(timeout)));
-}
-
-std::string Producer::create_compacted_topic(const std::string& topic,
-                                             std::chrono::milliseconds timeout) {
+std::string create_compacted(rd_kafka_t* rk, const std::string& topic,
+                             std::chrono::milliseconds timeout) {
   char errstr[512];
   rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), 1, -1, errstr, sizeof errstr);
   if (nt == nullptr) return std::string("topic ") + topic + ": " + errstr;
   rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
-  rd_kafka_AdminOptions_t* options =
-      rd_kafka_AdminOptions_new(impl_->rk.get(), RD_KAFKA_ADMIN_OP_CREATETOPICS);
+  rd_kafka_AdminOptions_t* options = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
   rd_kafka_AdminOptions_set_operation_timeout(options, timeout_ms(timeout), errstr, sizeof errstr);
-  rd_kafka_queue_t* queue = rd_kafka_queue_new(impl_->rk.get());
-  rd_kafka_CreateTopics(impl_->rk.get(), &nt, 1, options, queue);
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(rk);
+  rd_kafka_CreateTopics(rk, &nt, 1, options, queue);
   std::string error;
   rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, timeout_ms(timeout) + 1000);
   if (ev == nullptr) {
@@ -557,6 +648,52 @@ std::string Producer::create_compacted_topic(const std::string& topic,
   rd_kafka_AdminOptions_destroy(options);
   rd_kafka_NewTopic_destroy(nt);
   return error;
+}
+
+}  // namespace
+
+// GCC 12 destroys a lambda's init-captures twice when the lambda is built inside a
+// `co_return co_await` expression: each call builds its callable first, as a local.
+
+boost::asio::awaitable<TxnResult> Producer::init_transactions(std::chrono::milliseconds timeout) {
+  rd_kafka_t* rk = impl_->rk.get();
+  auto call = [rk, timeout] {
+    return txn_result(rd_kafka_init_transactions(rk, timeout_ms(timeout)));
+  };
+  TxnResult r = co_await impl_->off_thread(std::move(call));
+  co_return r;
+}
+
+TxnResult Producer::begin_transaction() {
+  return txn_result(rd_kafka_begin_transaction(impl_->rk.get()));
+}
+
+boost::asio::awaitable<TxnResult> Producer::commit_transaction(std::chrono::milliseconds timeout) {
+  rd_kafka_t* rk = impl_->rk.get();
+  auto call = [rk, timeout] {
+    return txn_result(rd_kafka_commit_transaction(rk, timeout_ms(timeout)));
+  };
+  TxnResult r = co_await impl_->off_thread(std::move(call));
+  co_return r;
+}
+
+boost::asio::awaitable<TxnResult> Producer::abort_transaction(std::chrono::milliseconds timeout) {
+  rd_kafka_t* rk = impl_->rk.get();
+  auto call = [rk, timeout] {
+    return txn_result(rd_kafka_abort_transaction(rk, timeout_ms(timeout)));
+  };
+  TxnResult r = co_await impl_->off_thread(std::move(call));
+  co_return r;
+}
+
+bool Producer::transaction_call_running() const { return impl_->txn_call_running; }
+
+boost::asio::awaitable<std::string> Producer::create_compacted_topic(
+    std::string topic, std::chrono::milliseconds timeout) {
+  rd_kafka_t* rk = impl_->rk.get();
+  auto call = [rk, name = topic, timeout] { return create_compacted(rk, name, timeout); };
+  std::string error = co_await impl_->off_thread(std::move(call));
+  co_return error;
 }
 
 bool Producer::fenced() const {

@@ -9,6 +9,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 #include <exception>
@@ -17,6 +18,7 @@
 #include <unordered_set>
 #include <variant>
 
+#include "kafka_producers.hpp"
 #include "outbox/kafka/consumer.hpp"
 #include "outbox/pg/bootstrap.hpp"
 #include "outbox/pg/publication_check.hpp"
@@ -25,6 +27,8 @@
 #include "outbox/pgoutput/wire.hpp"
 #include "outbox/relay/pipeline.hpp"
 #include "outbox/relay/read_pacer.hpp"
+#include "outbox/relay/txn_machine.hpp"
+#include "publication_checker.hpp"
 
 namespace outbox::relay {
 namespace asio = boost::asio;
@@ -44,9 +48,6 @@ std::shared_ptr<spdlog::logger> make_logger() {
 // down or starting, too many connections, slot held by another relay (standby).
 bool retryable(const pg::Error& e) { return pg::retryable(pg::classify(e)); }
 
-// Shortest time between two publication checks while the confirmed position waits for one.
-constexpr std::chrono::milliseconds kMinCheckGap{500};
-
 // The slot is told what Kafka acknowledged this long after the confirmable position advanced
 // (coalesced: one status update for every report meanwhile), so a crash re-sends little.
 constexpr std::chrono::milliseconds kConfirmDelay{100};
@@ -58,9 +59,7 @@ constexpr std::chrono::seconds kSettleTimeout{5};
 // transaction sequence numbers stay far below), and how long a transaction call may block.
 constexpr std::uint64_t kCheckpointOpaque = 1ULL << 61;
 constexpr std::chrono::seconds kTxnTimeout{30};
-// Exactly-once: the second transactional.id is the first with this (see make_producers()). No
-// slot name has a '#', so a derived id of one slot never equals the spare of another.
-constexpr const char* kSpareSuffix = "#2";
+constexpr const char* kSpareSuffix = KafkaProducers::kSpareSuffix;
 
 // Kafka cannot be used for now (exactly-once set-up): the session ends and is retried.
 struct KafkaUnavailable : std::runtime_error {
@@ -78,17 +77,21 @@ class Relay::Impl : private Pipeline::Sink {
       : io_(io),
         config_(std::move(config)),
         log_(make_logger()),
+        // Made here so that a bad -X property fails before anything runs.
+        producers_(io.get_executor(), config_, transactional_id(),
+                   {[this](const kafka::Delivery& d) { on_delivery(d); },
+                    [this](const std::string& m) { on_producer_fatal(m); },
+                    [this](const std::string& m) { on_kafka_refused(m); }}),
         wake_(io),
         pace_timer_(io),
         status_timer_(io),
         confirm_timer_(io),
         backoff_timer_(io),
-        check_timer_(io),
         rng_(std::random_device{}()),
-        pipeline_(config_, *this, metrics_, log_) {
-    // Created here so that a bad -X property fails before anything runs.
-    make_producers();
-  }
+        pipeline_(config_, *this, metrics_, log_),
+        checker_(io.get_executor(), config_, pipeline_, metrics_, log_,
+                 {[this] { return conn_ && !leaving(); }, [this] { return leaving(); },
+                  [this] { wake_stream(); }, [this] { confirm_soon(); }}) {}
 
   awaitable<int> run() {
     int attempt = 0;
@@ -124,14 +127,15 @@ class Relay::Impl : private Pipeline::Sink {
       }
       status_timer_.cancel();
       confirm_timer_.cancel();
-      cancel_check_timer();
-      if (exactly_once() && txn_open_ && !stopping_ && !fatal_ && !pipeline_.rewinding()) {
+      checker_.cancel_timer();
+      if (exactly_once() && txn_.phase() == TxnPhase::kOpen && !stopping_ && !fatal_ &&
+          !pipeline_.rewinding()) {
         co_await end_transaction_at_disconnect();
       }
-      co_await end_background_check();
+      co_await checker_.await_background(true);
       pipeline_.on_disconnect();
       conn_.reset();
-      catalog_.reset();
+      checker_.disconnect();
       if (stopping_ || fatal_) break;
       bool rewind_without_progress = false;
       if (pipeline_.rewinding()) {
@@ -165,9 +169,7 @@ class Relay::Impl : private Pipeline::Sink {
           "again on the next start",
           config_.slot, pipeline_.tracker().inflight_events(), confirm_lsn().to_string());
     }
-    isolation_producer_.reset();
-    producer_.reset();
-    spare_.reset();
+    producers_.reset();
     if (fatal_) {
       log_->error("event=fatal slot={} exit_code={} confirmed={} error={}", config_.slot,
                   fatal_->code, confirm_lsn().to_string(), quoted(fatal_->message));
@@ -200,6 +202,10 @@ class Relay::Impl : private Pipeline::Sink {
     set_state(State::kStopping, "stopping");
     log_->info("event=stopping slot={}", config_.slot);
     stopping_ = true;
+    // Half the shutdown timeout for reading to the end of the transaction at hand, the rest for
+    // its deliveries (see finishing_transaction() and finish()).
+    stop_read_deadline_ = Clock::now() + config_.shutdown_timeout / 2;
+    stop_deadline_ = Clock::now() + config_.shutdown_timeout;
     wake_all();
   }
 
@@ -227,12 +233,29 @@ class Relay::Impl : private Pipeline::Sink {
   // The session ends: stop, failure, or a rewind after a refused batch.
   bool leaving() const { return stopping_ || fatal_ || pipeline_.rewinding(); }
 
+  // A graceful stop (SIGTERM) reads on to the end of the PostgreSQL transaction at hand, within
+  // --shutdown-timeout, so that what it delivered can be confirmed whole and a restarted relay
+  // sends none of it again.
+  bool finishing_transaction() const {
+    return stopping_ && !fatal_ && !pipeline_.rewinding() && pipeline_.in_transaction() &&
+           Clock::now() < stop_read_deadline_;
+  }
+  // The stream loop ends: leaving, unless a stop lets the transaction at hand finish.
+  bool stream_ends() const { return leaving() && !finishing_transaction(); }
+
   void wake_all() {
     if (conn_) conn_->cancel();
-    if (catalog_) catalog_->cancel();
+    checker_.cancel();
     wake_.cancel();
     pace_timer_.cancel();
     backoff_timer_.cancel();
+  }
+
+  // A publication check is due or ended: the stream loop looks (a read wait is cut short only
+  // for a check due or failed; see stream()).
+  void wake_stream() {
+    if (reading_wait_ && conn_ && (checker_.due() || checker_.failed())) conn_->cancel();
+    if (waiting_) wake_.cancel();
   }
 
   // Waits until notified (a delivery, a stop) or `until`.
@@ -245,7 +268,7 @@ class Relay::Impl : private Pipeline::Sink {
   }
 
   awaitable<void> session(bool& streamed) {
-    check_error_ = nullptr;
+    checker_.clear_error();
     conn_ = std::make_unique<pg::ReplicationConnection>(io_.get_executor());
     co_await conn_->connect(config_.conninfo, config_.connect_timeout);
     pg::SystemInfo sys = co_await conn_->identify_system(config_.connect_timeout);
@@ -266,7 +289,7 @@ class Relay::Impl : private Pipeline::Sink {
     timeline_ = sys.timeline;
     co_await ensure_publication_and_slot();
     // Before the stream starts, on every connect: refuse a publication that hides outbox inserts.
-    co_await check_publication();
+    co_await checker_.check();
     // No re-send of what Kafka acknowledged (Pipeline::resume): let what is in flight be
     // acknowledged first, then start at the acknowledged prefix; the server starts at the
     // greater of it and the slot's confirmed_flush_lsn, which after a crash is the last one
@@ -282,17 +305,18 @@ class Relay::Impl : private Pipeline::Sink {
         [&](const std::string& v) { return conn_->quote_identifier(v); },
         !config_.mapper.message_prefix.empty());
     co_await conn_->start_replication(command, config_.connect_timeout);
-    // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
-    // producer of it) and reads the checkpoint; what the server sends before it is skipped.
-    if (exactly_once()) prepare_transactions();
     had_slot_ = true;
     streamed = true;
+    // Status updates from now on, also while Kafka is waited for below.
+    arm_status_timer();
+    // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
+    // producer of it) and reads the checkpoint; what the server sends before it is skipped.
+    if (exactly_once()) co_await prepare_transactions();
     set_state(State::kStreaming, "");
     log_->info("event=streaming slot={} publication={} server_wal={} timeline={} start={}",
                config_.slot, config_.publication, sys.xlogpos.to_string(), sys.timeline,
                start.to_string());
-    arm_status_timer();
-    schedule_check();
+    checker_.schedule();
     try {
       co_await stream();
     } catch (const FatalError& f) {
@@ -315,6 +339,9 @@ class Relay::Impl : private Pipeline::Sink {
 
   // A newer producer of the transactional.id (a relay that took the slot over) fenced this one.
   void fail_fenced(const std::string& error) {
+    if (txn_.phase() != TxnPhase::kFenced && TxnMachine::allowed(txn_.phase(), TxnPhase::kFenced)) {
+      txn_.to(TxnPhase::kFenced);
+    }
     fail({kExitError, "fenced: another producer initialised transactional.id " +
                           transactional_id() + " or " + transactional_id() + kSpareSuffix +
                           " (a relay that took over this slot); this one stops without "
@@ -325,67 +352,116 @@ class Relay::Impl : private Pipeline::Sink {
   // The checkpoint's key: the database system and the slot (a slot name is only unique there).
   std::string checkpoint_key() const { return system_id_.value_or("?") + "/" + config_.slot; }
 
-  // Before streaming: the producer's transactions initialised (which fences an older producer of
-  // the same transactional.id and ends its open transaction), then, once per process, the last
-  // committed checkpoint read with read_committed: the stream starts after it. Blocks the
-  // io_context while Kafka answers. Throws KafkaUnavailable (retried) or FatalError.
-  void prepare_transactions() {
-    if (!txn_ready_) {
+  // Before streaming: both producers' transactions initialised (which fences an older producer
+  // of the same transactional.id and ends its open transaction), then, once per process, the
+  // last committed checkpoint read with read_committed: the stream starts after it. Every Kafka
+  // wait runs on a worker thread: the replication connection goes on answering the server
+  // (status updates), and a broker that is away is waited out here, on the same connection,
+  // with backoff, instead of by reconnecting (which made the server decode again). Throws
+  // FatalError.
+  awaitable<void> prepare_transactions() {
+    int attempt = 0;
+    while (!leaving()) {
+      const std::string error = co_await try_prepare_transactions();
+      if (error.empty()) co_return;
+      const auto delay = backoff(attempt++);
+      set_state(State::kConnecting, "waiting for Kafka: " + error);
+      log_->warn("event=kafka_unavailable slot={} attempt={} in_ms={} reason={}", config_.slot,
+                 attempt, delay.count(), quoted(error));
+      const auto until = Clock::now() + delay;
+      while (!leaving() && Clock::now() < until) co_await wait_for_change(until);
+    }
+  }
+
+  // One try of prepare_transactions(): empty when ready, else why not (retried).
+  awaitable<std::string> try_prepare_transactions() {
+    if (txn_.phase() == TxnPhase::kUninitialised) txn_.to(TxnPhase::kInitialising);
+    if (txn_.phase() == TxnPhase::kInitialising) {
       // In order, each once (librdkafka refuses a second init_transactions): a retry after the
       // first succeeded goes on with the second. No swap happens before both are ready.
-      for (; txn_initialised_ < 2; ++txn_initialised_) {
-        kafka::Producer& p = txn_initialised_ == 0 ? *producer_ : *spare_;
-        const std::string id = transactional_id() + (txn_initialised_ == 0 ? "" : kSpareSuffix);
-        const kafka::TxnResult r = p.init_transactions(kTxnTimeout);
-        if (!r.ok()) {
-          throw KafkaUnavailable("initialising Kafka transactions of transactional.id " + id +
-                                 ": " + r.error);
+      while (txn_.initialised() < 2) {
+        const bool first = txn_.initialised() == 0;
+        kafka::Producer& p = first ? producers_.current() : producers_.spare();
+        const std::string id = transactional_id() + (first ? "" : kSpareSuffix);
+        const kafka::TxnResult r = co_await p.init_transactions(kTxnTimeout);
+        if (r.outcome == kafka::TxnOutcome::kFenced) {
+          fail_fenced(r.error);
+          co_return std::string();
         }
+        if (!r.ok()) {
+          txn_.to(TxnPhase::kUninitialised);
+          co_return "initialising Kafka transactions of transactional.id " + id + ": " + r.error;
+        }
+        txn_.producer_initialised();
       }
-      txn_ready_ = true;
+      txn_.to(TxnPhase::kCheckpoint);
       log_->info("event=transactions_ready slot={} transactional_id={} spare={}{}", config_.slot,
                  transactional_id(), transactional_id(), kSpareSuffix);
     }
-    if (!checkpoint_read_) {
-      const std::string error =
-          producer_->create_compacted_topic(config_.checkpoint_topic, kTxnTimeout);
-      if (!error.empty()) throw KafkaUnavailable(error);
-      std::optional<Lsn> last;
-      std::string bad;
-      const std::string key = checkpoint_key();
+    if (txn_.phase() == TxnPhase::kCheckpoint) {
+      if (!txn_.checkpoint_read()) {
+        const std::string error = co_await producers_.current().create_compacted_topic(
+            config_.checkpoint_topic, kTxnTimeout);
+        if (!error.empty()) co_return error;
+        const CheckpointRead read = co_await read_checkpoint();
+        if (!read.error.empty()) co_return read.error;
+        if (!read.bad.empty()) {
+          throw FatalError({kExitError, "checkpoint of " + checkpoint_key() + " in topic " +
+                                            config_.checkpoint_topic + " is not a WAL position: '" +
+                                            read.bad + "'"});
+        }
+        if (read.last) pipeline_.start_from_checkpoint(*read.last);
+        txn_.set_checkpoint_read();
+        log_->info("event=checkpoint_read slot={} topic={} key={} lsn={}", config_.slot,
+                   config_.checkpoint_topic, quoted(checkpoint_key()),
+                   read.last ? read.last->to_string() : "none");
+      }
+      txn_.to(TxnPhase::kReady);
+    }
+    if (txn_.phase() == TxnPhase::kReady) begin_kafka_transaction();
+    co_return std::string();
+  }
+
+  struct CheckpointRead {
+    std::optional<Lsn> last;  // the last checkpoint of this relay's key
+    std::string bad;          // a value under the key that is not a WAL position
+    std::string error;        // the topic could not be read (retried)
+  };
+
+  // Reads the checkpoint topic to its end (read_committed) on the Kafka worker thread.
+  awaitable<CheckpointRead> read_checkpoint() {
+    if (!kafka_worker_) kafka_worker_ = std::make_unique<asio::thread_pool>(1);
+    // Built as a local: GCC 12 destroys init-captures twice in a `co_return co_await` expression.
+    auto task = [consumer_config =
+                     kafka::ConsumerConfig{config_.producer.brokers, config_.producer.properties},
+                 topic = config_.checkpoint_topic,
+                 key = checkpoint_key()]() -> awaitable<CheckpointRead> {
+      CheckpointRead out;
       try {
-        kafka::Consumer consumer({config_.producer.brokers, config_.producer.properties});
-        const kafka::TopicPlan plan =
-            consumer.plan(config_.checkpoint_topic, std::nullopt, kTxnTimeout);
+        kafka::Consumer consumer(consumer_config);
+        const kafka::TopicPlan plan = consumer.plan(topic, std::nullopt, kTxnTimeout);
         consumer.read(
             plan.partitions,
             [&](const kafka::ConsumedRecord& r) {
               if (!r.key || *r.key != key || !r.value) return;
-              last = Lsn::parse(*r.value);
-              if (!last) bad = std::string(*r.value);
+              out.last = Lsn::parse(*r.value);
+              out.bad = out.last ? std::string() : std::string(*r.value);
             },
             kTxnTimeout);
       } catch (const std::runtime_error& e) {
-        throw KafkaUnavailable(std::string("reading checkpoint topic ") + config_.checkpoint_topic +
-                               ": " + e.what());
+        out.error = "reading checkpoint topic " + topic + ": " + e.what();
       }
-      if (!bad.empty()) {
-        throw FatalError({kExitError, "checkpoint of " + key + " in topic " +
-                                          config_.checkpoint_topic + " is not a WAL position: '" +
-                                          bad + "'"});
-      }
-      if (last) pipeline_.start_from_checkpoint(*last);
-      checkpoint_read_ = true;
-      log_->info("event=checkpoint_read slot={} topic={} key={} lsn={}", config_.slot,
-                 config_.checkpoint_topic, quoted(key), last ? last->to_string() : "none");
-    }
-    if (!txn_open_) begin_kafka_transaction();
+      co_return out;
+    };
+    CheckpointRead read =
+        co_await asio::co_spawn(kafka_worker_->get_executor(), std::move(task), use_awaitable);
+    co_return read;
   }
 
   void begin_kafka_transaction() {
-    const kafka::TxnResult r = producer_->begin_transaction();
+    const kafka::TxnResult r = producers_.current().begin_transaction();
     if (!r.ok()) throw KafkaUnavailable("beginning a Kafka transaction: " + r.error);
-    txn_open_ = true;
+    txn_.to(TxnPhase::kOpen);
     txn_records_ = 0;
     txn_started_ = Clock::now();
     checkpoint_error_.reset();
@@ -399,7 +475,7 @@ class Relay::Impl : private Pipeline::Sink {
   // A Kafka transaction may end here: one is open, no PostgreSQL transaction is (a Kafka
   // transaction carries whole ones), something past the last commit was handled, and `now`.
   bool commit_due(bool now) const {
-    return now && txn_open_ && !pipeline_.in_transaction() &&
+    return now && txn_.phase() == TxnPhase::kOpen && !pipeline_.in_transaction() &&
            pipeline_.produced_through() > pipeline_.kafka_committed();
   }
 
@@ -411,9 +487,9 @@ class Relay::Impl : private Pipeline::Sink {
     const std::string key = checkpoint_key();
     const std::string value = through.to_string();
     const kafka::Record rec = checkpoint_record(key, value);
-    committing_ = true;
+    txn_.to(TxnPhase::kCommitting);
     for (;;) {
-      const kafka::ProduceResult pr = producer_->produce(rec, kCheckpointOpaque);
+      const kafka::ProduceResult pr = producers_.current().produce(rec, kCheckpointOpaque);
       if (pr.status == kafka::ProduceStatus::kQueued) break;
       if (pr.status == kafka::ProduceStatus::kFailed) {
         checkpoint_error_ = pr.error;
@@ -422,10 +498,9 @@ class Relay::Impl : private Pipeline::Sink {
       co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
       if (leaving()) break;
     }
-    while (!checkpoint_error_ && producer_->queued() > 0 && !leaving()) {
+    while (!checkpoint_error_ && producers_.current().queued() > 0 && !leaving()) {
       co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
     }
-    committing_ = false;
     if (fatal_) co_return;
     kafka::TxnResult r;
     if (checkpoint_error_) {
@@ -433,21 +508,31 @@ class Relay::Impl : private Pipeline::Sink {
     } else if (pipeline_.rewinding()) {
       r = {kafka::TxnOutcome::kAbortable, "a record of the transaction failed"};
     } else {
+      // On the producer's worker thread: the replication connection is served meanwhile. A
+      // broker away (a timeout, retriable) is waited out with the same commit, called again,
+      // for as long as it takes; a stop gives up at its deadline (the transaction is then
+      // aborted by the coordinator and sent again on the next start: nothing is lost).
       const auto t0 = Clock::now();
-      for (int attempt = 0; attempt < 3; ++attempt) {
-        r = producer_->commit_transaction(kTxnTimeout);
-        if (r.outcome != kafka::TxnOutcome::kRetriable) break;
+      for (int attempt = 1;; ++attempt) {
+        r = co_await producers_.current().commit_transaction(kTxnTimeout);
+        if (r.outcome != kafka::TxnOutcome::kRetriable || fatal_ ||
+            (stopping_ && Clock::now() >= stop_deadline_)) {
+          break;
+        }
+        log_->warn("event=kafka_commit_retry slot={} attempt={} error={}", config_.slot, attempt,
+                   quoted(r.error));
       }
       metrics_.kafka_commit_seconds.observe(
           std::chrono::duration<double>(Clock::now() - t0).count());
+      if (fatal_ && txn_.phase() == TxnPhase::kFenced) co_return;
     }
-    txn_open_ = false;
     switch (r.outcome) {
       case kafka::TxnOutcome::kOk:
+        txn_.to(TxnPhase::kReady);
         ++metrics_.kafka_transactions_committed;
         pipeline_.kafka_committed(through);
         confirm_soon();
-        std::swap(producer_, spare_);
+        producers_.take_turns();
         begin_kafka_transaction();
         co_return;
       case kafka::TxnOutcome::kFenced:
@@ -458,7 +543,12 @@ class Relay::Impl : private Pipeline::Sink {
       case kafka::TxnOutcome::kFatal:
         ++metrics_.kafka_transactions_aborted;
         pipeline_.abort_kafka_transaction("Kafka transaction not committed: " + r.error);
-        if (r.outcome != kafka::TxnOutcome::kFatal) producer_->abort_transaction(kTxnTimeout);
+        if (r.outcome != kafka::TxnOutcome::kFatal) {
+          co_await abort_kafka_transaction();
+        } else {
+          txn_.to(TxnPhase::kAborting);
+          txn_.to(TxnPhase::kReady);
+        }
         after_delivery();
         co_return;
     }
@@ -479,10 +569,28 @@ class Relay::Impl : private Pipeline::Sink {
     ++metrics_.kafka_transactions_aborted;
     pipeline_.abort_kafka_transaction(
         "the connection ended inside a PostgreSQL transaction: its Kafka transaction is aborted");
-    const kafka::TxnResult r = producer_->abort_transaction(kTxnTimeout);
-    txn_open_ = false;
-    if (r.outcome == kafka::TxnOutcome::kFenced) fail_fenced(r.error);
-    co_return;
+    co_await abort_kafka_transaction();
+  }
+
+  // Aborts the open Kafka transaction (on the producer's worker thread); a producer fenced
+  // meanwhile stops the relay. A rewind to the last commit follows (new producers).
+  awaitable<void> abort_kafka_transaction() {
+    txn_.to(TxnPhase::kAborting);
+    if (stopping_ && Clock::now() >= stop_deadline_) {
+      // Out of time to stop: the next start's init_transactions aborts it on the coordinator.
+      txn_.to(TxnPhase::kReady);
+      co_return;
+    }
+    const kafka::TxnResult r = co_await producers_.current().abort_transaction(kTxnTimeout);
+    if (r.outcome == kafka::TxnOutcome::kFenced) {
+      fail_fenced(r.error);
+      co_return;
+    }
+    if (!r.ok()) {
+      // New producers initialise the transactional.id again, which aborts it on the coordinator.
+      log_->warn("event=kafka_abort_failed slot={} error={}", config_.slot, quoted(r.error));
+    }
+    txn_.to(TxnPhase::kReady);
   }
 
   // Waits (at most kSettleTimeout) until Kafka acknowledged every record in flight, so that the
@@ -561,181 +669,12 @@ class Relay::Impl : private Pipeline::Sink {
   // then at least never confirmed.
   Lsn confirm_lsn() const { return pipeline_.confirmable(); }
 
-  // Reads the catalog on the plain connection: the publication must publish every insert into
-  // the table, and must not have been written since the previous check. Throws FatalError
-  // (kExitConfig) otherwise, pg::Error when the catalog cannot be read.
-  awaitable<void> check_publication() {
-    const auto timeout = config_.connect_timeout;
-    if (!catalog_ || !catalog_->connected()) {
-      catalog_ = std::make_unique<pg::ReplicationConnection>(io_.get_executor());
-      co_await catalog_->connect(config_.conninfo, timeout, /*replication=*/false);
-    }
-    // Read before the check's snapshot: every commit before this position is visible to it.
-    pg::Rows at = co_await catalog_->exec("SELECT pg_catalog.pg_current_wal_lsn()::text", timeout);
-    std::optional<Lsn> before;
-    if (at.size() == 1 && at[0].size() == 1 && at[0][0]) before = Lsn::parse(*at[0][0]);
-    if (!before) {
-      const bool one = at.size() == 1 && at[0].size() == 1 && at[0][0];
-      throw pg::Error::unexpected_reply(
-          "SELECT pg_current_wal_lsn()", "one LSN",
-          one ? "'" + *at[0][0] + "'" : std::to_string(at.size()) + " rows");
-    }
-    const pg::PublicationTarget target = publication_target();
-    // One check per outbox table (--table repeated), all after `before`; together they say
-    // what one check says of one table.
-    pg::PublicationCheck check;
-    std::vector<pg::PublicationTarget> targets = {target};
-    std::string tables = target.table.empty() ? "none" : target.schema + "." + target.table;
-    for (const auto& [schema, table] : target.more_tables) {
-      targets.push_back({target.publication, schema, table});
-      tables += "," + schema + "." + table;
-    }
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-      const pg::PublicationTarget& one = targets[i];
-      // Prepared: planning this statement costs the server several times what running it does.
-      pg::Rows rows = co_await catalog_->exec_prepared(
-          "outbox_relay_check_" + std::to_string(i),
-          pg::publication_check_sql(
-              one, [&](const std::string& v) { return catalog_->quote_literal(v); }),
-          timeout);
-      pg::PublicationCheck part = pg::assess_publication(one, rows);
-      if (!part.ok()) {
-        last_check_ = Clock::now();
-        throw FatalError({kExitConfig, part.problem + "; slot " + config_.slot +
-                                           " is not confirmed past " + confirm_lsn().to_string()});
-      }
-      check.fingerprint += part.fingerprint + ";";
-      check.partitioned = check.partitioned || part.partitioned;
-      check.tree_relids.insert(check.tree_relids.end(), part.tree_relids.begin(),
-                               part.tree_relids.end());
-      check.published_relids.insert(check.published_relids.end(), part.published_relids.begin(),
-                                    part.published_relids.end());
-    }
-    last_check_ = Clock::now();
-    if (fingerprint_ && *fingerprint_ != check.fingerprint) {
-      throw FatalError(
-          {kExitConfig,
-           "publication " + config_.publication + " was altered while the relay ran (its " +
-               "settings or its rows for table " + tables + " were written after the check at " +
-               pipeline_.verified().to_string() +
-               "): inserts committed in between may have been hidden from the stream, so slot " +
-               config_.slot + " is not confirmed past " + confirm_lsn().to_string() +
-               ". Compare the outbox with Kafka (outbox-relay reconcile), then start the relay "
-               "again"});
-    }
-    if (!fingerprint_) {
-      log_->info(
-          "event=publication_verified slot={} publication={} table={} partitioned={} "
-          "published_relations={} at={}",
-          config_.slot, config_.publication, tables, check.partitioned,
-          check.published_relids.size(), before->to_string());
-    }
-    fingerprint_ = check.fingerprint;
-    pipeline_.set_outbox_tree(check.partitioned, check.tree_relids);
-    pipeline_.publication_verified(*before);
-    ++metrics_.publication_checks;
-  }
-
-  // A check while streaming. A check that cannot run ends the session (reconnect with backoff):
-  // the catalog and the stream come from the same server, and a server shutting down waits for
-  // the slot to be confirmed up to what it sent, which waits for a check; after the reconnect
-  // the stream resumes at the confirmed position, so nothing is lost.
-  awaitable<void> periodic_check() {
-    const Lsn was = confirm_lsn();
-    try {
-      co_await check_publication();
-    } catch (const boost::system::system_error& e) {
-      // Cancelled by a stop, a failure or a rewind: the stop sequence goes on.
-      if (e.code() != asio::error::operation_aborted || !leaving()) throw;
-      co_return;
-    } catch (const pg::Error& e) {
-      log_->warn("event=publication_check_failed slot={} confirmed={} error={}: reconnecting",
-                 config_.slot, confirm_lsn().to_string(), quoted(e.what()));
-      throw;
-    }
-    schedule_check();
-    if (confirm_lsn() > was) confirm_soon();
-  }
-
-  // Arms the check timer: soon while the confirmed position waits for a check, else at the
-  // check interval.
-  void schedule_check() {
-    // A check under way schedules the next when it ends: a timer armed meanwhile would be due at
-    // once (its gap counts from the last check's end) and wake the stream for nothing.
-    if (!conn_ || leaving() || check_running_) return;
-    const bool waiting_for_check = pipeline_.waiting_for_check();
-    const auto due =
-        last_check_ + (waiting_for_check ? kMinCheckGap : config_.publication_check_interval);
-    if (check_armed_ && check_timer_.expiry() <= due) return;
-    check_armed_ = true;
-    check_timer_.expires_at(due);
-    check_timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec) return;  // re-armed or cancelled
-      check_armed_ = false;
-      check_due_ = true;
-      if (reading_wait_ && conn_) conn_->cancel();
-      if (waiting_) wake_.cancel();
-    });
-  }
-
-  void cancel_check_timer() {
-    check_timer_.cancel();
-    check_armed_ = false;
-    check_due_ = false;
-  }
-
-  // The periodic check runs beside the stream, on the catalog connection: reading, producing and
-  // committing go on meanwhile (on a busy server the two queries take tens of milliseconds, and
-  // the stream stood still twice a second). The check only moves the verified position, which
-  // caps what is confirmed; a check that fails ends the session from stream().
-  void start_background_check() {
-    check_running_ = true;
-    asio::co_spawn(io_, background_check(), asio::detached);
-  }
-
-  awaitable<void> background_check() {
-    try {
-      co_await periodic_check();
-    } catch (...) {
-      if (!leaving()) check_error_ = std::current_exception();
-    }
-    check_running_ = false;
-    if (!check_error_) schedule_check();
-    if (check_error_ && reading_wait_ && conn_) conn_->cancel();  // stream() ends the session
-    if (waiting_) wake_.cancel();
-  }
-
-  // Before the catalog connection goes or is used by something else: the check under way ends.
-  awaitable<void> await_background_check(bool cancel) {
-    if (!check_running_) co_return;
-    if (cancel && catalog_) catalog_->cancel();
-    while (check_running_) co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
-  }
-  awaitable<void> end_background_check() { return await_background_check(true); }
-
-  // A relation the last check did not know, while the outbox is partitioned: read the catalog
-  // again (it may be a partition created since), and whether the relation still exists.
-  awaitable<void> resolve_relation(std::uint32_t relid) {
-    co_await await_background_check(false);  // it may know the relation; one user of catalog_
-    if (pipeline_.in_outbox_tree(relid)) co_return;
-    co_await check_publication();
-    if (pipeline_.in_outbox_tree(relid)) co_return;
-    pg::Rows rows = co_await catalog_->exec(
-        "SELECT 1 FROM pg_catalog.pg_class WHERE oid = " + std::to_string(relid),
-        config_.connect_timeout);
-    pipeline_.relation_resolved(relid, !rows.empty());
-  }
-
   awaitable<void> stream() {
     std::size_t handled = 0;  // frames handled since the last yield to the io_context
     ReadPacer pacer(config_.read_pause);
     for (;;) {
-      if (leaving()) co_return;
-      if (check_error_) std::rethrow_exception(std::exchange(check_error_, nullptr));
-      if (check_due_) {
-        check_due_ = false;
-        if (!check_running_) start_background_check();  // a running one schedules the next
-      }
+      if (stream_ends()) co_return;
+      checker_.on_stream_turn();  // a check due starts beside the stream; a failed one throws
       if (exactly_once() &&
           commit_due(Clock::now() - txn_started_ >= config_.transaction_interval ||
                      pipeline_.paused())) {
@@ -765,7 +704,7 @@ class Relay::Impl : private Pipeline::Sink {
             co_await pace_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
             read_now();
           }
-          if (leaving()) co_return;
+          if (stream_ends()) co_return;
           conn_->read_available();
           continue;
         }
@@ -781,7 +720,7 @@ class Relay::Impl : private Pipeline::Sink {
         } catch (const boost::system::system_error& e) {
           reading_wait_ = false;
           if (e.code() != asio::error::operation_aborted ||
-              !(leaving() || check_due_ || check_error_)) {
+              !(leaving() || checker_.due() || checker_.failed())) {
             throw;
           }
         }
@@ -800,10 +739,10 @@ class Relay::Impl : private Pipeline::Sink {
           on_keepalive();
           break;
         }
-        if (leaving()) co_return;  // e.g. the producer stopped at a refused batch
+        if (stream_ends()) co_return;  // e.g. the producer stopped at a refused batch
         if (step == Pipeline::Step::kResolveRelation) {
           try {
-            co_await resolve_relation(pipeline_.resolving_relid());
+            co_await checker_.resolve_relation(pipeline_.resolving_relid());
           } catch (const boost::system::system_error& e) {
             if (e.code() != asio::error::operation_aborted || !leaving()) throw;
           }
@@ -811,14 +750,14 @@ class Relay::Impl : private Pipeline::Sink {
           // Wait for delivery reports (room in librdkafka's queue, or the record sent alone).
           co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
         }
-        if (leaving()) co_return;
+        if (stream_ends()) co_return;
       }
     }
   }
 
   void on_keepalive() {
     const Pipeline::Keepalive k = pipeline_.keepalive();
-    if (k.idle_advanced) schedule_check();
+    if (k.idle_advanced) checker_.schedule();
     // The server sends an unrequested keepalive when our reported position lags its own while it
     // waits for WAL (e.g. busy unpublished tables): answer soon so the slot does not hold WAL.
     if (k.reply_requested ||
@@ -836,8 +775,8 @@ class Relay::Impl : private Pipeline::Sink {
       rewind_signalled_ = true;  // once: the stop sequence's own waits must not be cut short
       wake_all();
     }
-    if (waiting_ &&
-        (committing_ || !pipeline_.paused() || leaving() || pipeline_.below_low_watermark())) {
+    if (waiting_ && (txn_.committing() || !pipeline_.paused() || leaving() ||
+                     pipeline_.below_low_watermark())) {
       wake_.cancel();
     }
   }
@@ -850,83 +789,33 @@ class Relay::Impl : private Pipeline::Sink {
       // same AddPartitionsToTxn round trip, not at the commit: the record repeats the last
       // committed checkpoint, and the commit's own record, later in the partition, supersedes it.
       // A failure makes the transaction abortable; a full queue only loses the head start.
-      const kafka::ProduceResult pr = producer_->produce(
+      const kafka::ProduceResult pr = producers_.current().produce(
           checkpoint_record(checkpoint_key(), pipeline_.kafka_committed().to_string()),
           kCheckpointOpaque);
       if (pr.status == kafka::ProduceStatus::kFailed) checkpoint_error_ = pr.error;
     }
     ++txn_records_;
     // Exactly-once: every record goes in the transaction (nothing else is in flight anyway).
-    return route == Pipeline::Route::kAlone && !exactly_once()
-               ? isolation_producer().produce(record, opaque)
-               : producer_->produce(record, opaque);
+    return producers_.produce(record, opaque, route == Pipeline::Route::kAlone);
   }
-  bool stopped() const override { return producer_ && producer_->stopped(); }
+  bool stopped() const override { return producers_.stopped(); }
 
-  // The producer: idempotent, and stopping at the first refused batch rather than letting later
-  // records of its partition pass the refused ones (enable.gapless.guarantee, set last so that
-  // -X cannot turn it off). See begin_rewind().
-  // Exactly-once: two transactional producers, `transactional_id()` and the same with
-  // kSpareSuffix, which take turns, one Kafka transaction each, committed one after the other.
-  // With one, the next transaction's first AddPartitionsToTxn usually reached the coordinator
-  // while it still wrote the last commit's markers: CONCURRENT_TRANSACTIONS, and librdkafka
-  // retries after a fixed 20 ms. The other producer's id has no transaction completing.
-  void make_producers() {
-    producer_ = make_producer("");
-    if (exactly_once()) spare_ = make_producer(kSpareSuffix);
-  }
-
-  std::unique_ptr<kafka::Producer> make_producer(const std::string& suffix) {
-    kafka::ProducerConfig c = config_.producer;
-    txn_ready_ = false;
-    txn_initialised_ = 0;
-    txn_open_ = false;
-    if (exactly_once()) {
-      // A failed record makes the Kafka transaction abortable: nothing of it becomes visible.
-      c.transactional_id = transactional_id() + suffix;
+  // Every delivery report, of either producer: a checkpoint record's is the commit's; the
+  // others are the Pipeline's.
+  void on_delivery(const kafka::Delivery& d) {
+    if (d.opaque == kCheckpointOpaque) {
+      if (!d.ok) checkpoint_error_ = d.error;
     } else {
-      c.properties.emplace_back("enable.gapless.guarantee", "true");
+      pipeline_.on_delivery(d);
     }
-    return std::make_unique<kafka::Producer>(
-        io_.get_executor(), c,
-        [this](const kafka::Delivery& d) {
-          if (d.opaque == kCheckpointOpaque) {
-            if (!d.ok) checkpoint_error_ = d.error;
-            after_delivery();
-            return;
-          }
-          pipeline_.on_delivery(d);
-          after_delivery();
-        },
-        [this](const std::string& m) { on_producer_fatal(m); },
-        [this](const std::string& m) { on_kafka_refused(m); });
-  }
-
-  // For the records of a refused batch: one record a batch, sent when nothing else is in flight,
-  // and nothing produced after it until its report, so that the bad one is told from its
-  // neighbours and no later record passes either.
-  kafka::Producer& isolation_producer() {
-    if (!isolation_producer_) {
-      kafka::ProducerConfig single = config_.producer;
-      single.properties.emplace_back("batch.num.messages", "1");
-      single.properties.emplace_back("linger.ms", "0");
-      isolation_producer_ = std::make_unique<kafka::Producer>(
-          io_.get_executor(), single,
-          [this](const kafka::Delivery& r) {
-            pipeline_.on_delivery(r);
-            after_delivery();
-          },
-          [this](const std::string& m) { on_producer_fatal(m); },
-          [this](const std::string& m) { on_kafka_refused(m); });
-    }
-    return *isolation_producer_;
+    after_delivery();
   }
 
   // A fatal producer error (a refused batch under the gapless guarantee, an idempotent sequence
   // lost after a broker restart): what was not acknowledged is sent again from the confirmed
   // position by a new producer; nothing is lost, nothing passes an earlier record.
   void on_producer_fatal(const std::string& message) {
-    if (exactly_once() && ((producer_ && producer_->fenced()) || (spare_ && spare_->fenced()))) {
+    if (exactly_once() && producers_.fenced()) {
       fail_fenced(message);
       return;
     }
@@ -957,16 +846,10 @@ class Relay::Impl : private Pipeline::Sink {
   }
 
   void rewind() {
-    isolation_producer_.reset();
-    producer_.reset();  // reports still due are dropped: those records are sent again
-    spare_.reset();
-    make_producers();
+    producers_.renew();  // reports still due are dropped: those records are sent again
+    txn_.reset();
     pipeline_.rewound();
     rewind_signalled_ = false;
-  }
-
-  std::size_t producers_queued() const {
-    return producer_->queued() + (isolation_producer_ ? isolation_producer_->queued() : 0);
   }
 
   static std::int64_t now_unix_ms() {
@@ -989,7 +872,7 @@ class Relay::Impl : private Pipeline::Sink {
   // Nothing is armed while nothing advances: no wake-ups while idle.
   void confirm_soon() {
     if (!conn_ || leaving()) return;
-    if (pipeline_.waiting_for_check()) schedule_check();
+    if (pipeline_.waiting_for_check()) checker_.schedule();
     if (confirm_armed_ || confirm_lsn() <= last_reported_) return;
     confirm_armed_ = true;
     confirm_timer_.expires_after(kConfirmDelay);
@@ -1001,7 +884,7 @@ class Relay::Impl : private Pipeline::Sink {
 
   void send_status() {
     if (!conn_ || !conn_->connected()) return;
-    schedule_check();
+    checker_.schedule();
     Lsn flush = confirm_lsn();
     try {
       // write: what the relay has handled (pg_stat_replication.write_lsn); only flush, the
@@ -1020,23 +903,42 @@ class Relay::Impl : private Pipeline::Sink {
     }
   }
 
+  // A stop with acknowledged transactions past the last passing publication check checks once
+  // more, so that the final confirmation covers them and the next start sends none of them
+  // again. On a connection of its own (a check cut short by the stop may have left the catalog
+  // connection mid-query). A check that fails here is the same exit 5 as while streaming; one
+  // that cannot run leaves the position where it was (those transactions are sent again).
+  awaitable<void> final_check() {
+    if (!stopping_ || fatal_ || pipeline_.rewinding() || !pipeline_.waiting_for_check()) co_return;
+    co_await checker_.await_background(true);
+    checker_.disconnect();
+    try {
+      co_await checker_.check();
+    } catch (const FatalError& f) {
+      fail(f.fatal);
+    } catch (const std::exception& e) {
+      log_->warn("event=publication_check_failed slot={} confirmed={} error={}", config_.slot,
+                 confirm_lsn().to_string(), quoted(e.what()));
+    }
+  }
+
   // Stop sequence: reading has stopped; flush deliveries with a deadline, confirm what was
   // acknowledged, end the copy, close.
   awaitable<void> finish() {
-    auto deadline = Clock::now() + config_.shutdown_timeout;
+    const auto deadline = stopping_ ? stop_deadline_ : Clock::now() + config_.shutdown_timeout;
     // Nothing more can be acknowledged when the broker refuses the relay's credentials.
-    while (!kafka_refused_ && producers_queued() > 0 && Clock::now() < deadline) {
+    while (!kafka_refused_ && producers_.queued() > 0 && Clock::now() < deadline) {
       co_await wait_for_change(deadline);
     }
-    if (exactly_once() && txn_open_) {
+    if (exactly_once() && txn_.phase() == TxnPhase::kOpen) {
       // Whole PostgreSQL transactions commit; a part of one is aborted and sent again next time.
       if (!fatal_ && !pipeline_.rewinding() && commit_due(true)) {
         co_await commit_kafka_transaction();
       } else if (txn_records_ > 0 || pipeline_.in_transaction()) {
-        producer_->abort_transaction(kTxnTimeout);
-        txn_open_ = false;
+        co_await abort_kafka_transaction();
       }
     }
+    co_await final_check();
     send_status();
     status_timer_.cancel();
     log_->info("event=final_confirm slot={} lsn={} unacknowledged={}", config_.slot,
@@ -1051,9 +953,7 @@ class Relay::Impl : private Pipeline::Sink {
   asio::io_context& io_;
   RelayConfig config_;
   std::shared_ptr<spdlog::logger> log_;
-  std::unique_ptr<kafka::Producer> producer_;
-  std::unique_ptr<kafka::Producer> isolation_producer_;  // created on the first refused batch
-  std::unique_ptr<kafka::Producer> spare_;               // exactly-once: see make_producers()
+  KafkaProducers producers_;
   std::unique_ptr<pg::ReplicationConnection> conn_;
   asio::steady_timer wake_;
   asio::steady_timer pace_timer_;  // the read pause of stream()
@@ -1061,34 +961,23 @@ class Relay::Impl : private Pipeline::Sink {
   asio::steady_timer confirm_timer_;  // see confirm_soon()
   bool confirm_armed_ = false;
   asio::steady_timer backoff_timer_;
-  asio::steady_timer check_timer_;  // the next publication check
   std::mt19937_64 rng_;
-  // Publication checks: a plain connection for catalog reads while streaming; what the last
-  // check saw; the WAL position below which a passing check covers the stream.
-  std::unique_ptr<pg::ReplicationConnection> catalog_;
-  std::optional<std::string> fingerprint_;
-  Clock::time_point last_check_;
-  bool check_armed_ = false;
-  bool check_due_ = false;
-  bool check_running_ = false;      // a periodic check runs beside the stream
-  std::exception_ptr check_error_;  // how it failed: stream() rethrows it
-  bool reading_wait_ = false;       // stream() waits on the replication socket
+  bool reading_wait_ = false;  // stream() waits on the replication socket
   bool waiting_ = false;
   bool stopping_ = false;
   bool had_slot_ = false;
   std::optional<Fatal> fatal_;
   std::optional<std::string> system_id_;
   std::optional<std::uint32_t> timeline_;  // of the last session
-  // Exactly-once: transactions initialised on producer_; a Kafka transaction open, since when,
-  // with how many records; waiting for the reports of a commit; the checkpoint read at start.
-  bool txn_ready_ = false;
-  int txn_initialised_ = 0;  // how many of producer_, spare_ (in that order) are initialised
-  bool txn_open_ = false;
+  // Exactly-once: the transaction cycle (txn_machine.hpp); the open Kafka transaction's start and
+  // record count; a failed checkpoint record; the thread the checkpoint topic is read on.
+  TxnMachine txn_;
   Clock::time_point txn_started_;
   std::size_t txn_records_ = 0;
-  bool committing_ = false;
   std::optional<std::string> checkpoint_error_;
-  bool checkpoint_read_ = false;
+  std::unique_ptr<asio::thread_pool> kafka_worker_;
+  Clock::time_point stop_read_deadline_;  // see finishing_transaction()
+  Clock::time_point stop_deadline_;       // a stop's end (--shutdown-timeout after it began)
   Lsn last_reported_;
   Clock::time_point last_status_sent_;
   bool rewind_signalled_ = false;
@@ -1096,7 +985,8 @@ class Relay::Impl : private Pipeline::Sink {
   Lsn last_rewind_at_;  // confirmed position at the last rewind  // wake_all() ran for the rewind
                         // under way
   Metrics metrics_;
-  Pipeline pipeline_;  // last: it refers to config_, metrics_ and the producers (as its Sink)
+  Pipeline pipeline_;           // it refers to config_, metrics_ and the producers (as its Sink)
+  PublicationChecker checker_;  // last: it refers to the pipeline
 };
 
 Relay::Relay(asio::io_context& io, RelayConfig config)

@@ -2,7 +2,8 @@
 // reports reach the io_context thread through the main queue's io-event file descriptor, and are
 // drained there with rd_kafka_poll(rk, 0) until empty. No timer polling.
 // Not thread-safe: construct, produce and destroy on the io_context's thread. The delivery handler
-// runs on that thread too. librdkafka handles never leave this module.
+// runs on that thread too; the transaction calls wait on a worker thread of the producer's own.
+// librdkafka handles never leave this module.
 #pragma once
 
 // clang-format off
@@ -10,6 +11,7 @@
 #include <utility>
 // clang-format on
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -158,18 +160,26 @@ class Producer {
   // Whether it stopped because a newer producer with the same transactional.id fenced it.
   bool fenced() const;
 
-  // Transactions (ProducerConfig::transactional_id set). Each call blocks the calling thread:
-  // init_transactions() and commit/abort up to `timeout` (they wait for the transaction
-  // coordinator), begin_transaction() not. Call commit_transaction() only with nothing queued
-  // (queued() == 0, every delivery report served), so that no report runs inside it.
-  TxnResult init_transactions(std::chrono::milliseconds timeout);
+  // Transactions (ProducerConfig::transactional_id set). init, commit and abort wait for the
+  // transaction coordinator (up to `timeout`): they run on a worker thread of this producer and
+  // complete on the io_context, so the caller's thread goes on serving everything else
+  // meanwhile (the replication connection's status updates above all). Delivery reports or
+  // errors librdkafka serves on the worker are handed to the io_context's thread: the handlers
+  // always run there. One call at a time; do not produce to this producer while one runs. Call
+  // commit only with nothing queued (queued() == 0, every delivery report served).
+  // begin_transaction() does not block. A kRetriable result may be retried with the same call.
+  boost::asio::awaitable<TxnResult> init_transactions(std::chrono::milliseconds timeout);
   TxnResult begin_transaction();
-  TxnResult commit_transaction(std::chrono::milliseconds timeout);
-  TxnResult abort_transaction(std::chrono::milliseconds timeout);
+  boost::asio::awaitable<TxnResult> commit_transaction(std::chrono::milliseconds timeout);
+  boost::asio::awaitable<TxnResult> abort_transaction(std::chrono::milliseconds timeout);
+  // Whether a transaction call is running on the worker thread.
+  bool transaction_call_running() const;
 
   // Creates `topic` with cleanup.policy=compact (one partition, the broker's replication factor)
-  // unless it exists. Blocks up to `timeout`. Returns an error message, empty on success.
-  std::string create_compacted_topic(const std::string& topic, std::chrono::milliseconds timeout);
+  // unless it exists. Waits up to `timeout` on the worker thread. Returns an error message,
+  // empty on success.
+  boost::asio::awaitable<std::string> create_compacted_topic(std::string topic,
+                                                             std::chrono::milliseconds timeout);
 
  private:
   struct Impl;

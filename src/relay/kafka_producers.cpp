@@ -1,0 +1,71 @@
+#include "kafka_producers.hpp"
+
+namespace outbox::relay {
+
+KafkaProducers::KafkaProducers(boost::asio::any_io_executor executor, const RelayConfig& config,
+                               std::string transactional_id, Handlers handlers)
+    : executor_(executor),
+      config_(config),
+      transactional_id_(std::move(transactional_id)),
+      handlers_(std::move(handlers)) {
+  renew();
+}
+
+// The producer: idempotent, and stopping at the first refused batch rather than letting later
+// records of its partition pass the refused ones (enable.gapless.guarantee, set last so that -X
+// cannot turn it off). Exactly-once: two transactional producers, the transactional.id and the
+// same with kSpareSuffix, which take turns, one Kafka transaction each, committed one after the
+// other. With one, the next transaction's first AddPartitionsToTxn usually reached the
+// coordinator while it still wrote the last commit's markers: CONCURRENT_TRANSACTIONS, and
+// librdkafka retries after a fixed 20 ms. The other producer's id has no transaction completing.
+std::unique_ptr<kafka::Producer> KafkaProducers::make(const std::string& suffix) {
+  kafka::ProducerConfig c = config_.producer;
+  if (config_.delivery == DeliveryMode::kExactlyOnce) {
+    // A failed record makes the Kafka transaction abortable: nothing of it becomes visible.
+    c.transactional_id = transactional_id_ + suffix;
+  } else {
+    c.properties.emplace_back("enable.gapless.guarantee", "true");
+  }
+  return std::make_unique<kafka::Producer>(executor_, c, handlers_.delivery, handlers_.fatal,
+                                           handlers_.refused);
+}
+
+void KafkaProducers::renew() {
+  reset();
+  current_ = make("");
+  if (config_.delivery == DeliveryMode::kExactlyOnce) spare_ = make(kSpareSuffix);
+}
+
+void KafkaProducers::reset() {
+  alone_.reset();
+  current_.reset();  // reports still due are dropped: those records are sent again
+  spare_.reset();
+}
+
+kafka::ProduceResult KafkaProducers::produce(const kafka::Record& record, std::uint64_t opaque,
+                                             bool alone) {
+  if (!alone || config_.delivery == DeliveryMode::kExactlyOnce) {
+    return current_->produce(record, opaque);
+  }
+  if (!alone_) {
+    // For the records of a refused batch: one record a batch, sent when nothing else is in
+    // flight, and nothing produced after it until its report, so that the bad one is told from
+    // its neighbours and no later record passes either.
+    kafka::ProducerConfig single = config_.producer;
+    single.properties.emplace_back("batch.num.messages", "1");
+    single.properties.emplace_back("linger.ms", "0");
+    alone_ = std::make_unique<kafka::Producer>(executor_, single, handlers_.delivery,
+                                               handlers_.fatal, handlers_.refused);
+  }
+  return alone_->produce(record, opaque);
+}
+
+bool KafkaProducers::fenced() const {
+  return (current_ && current_->fenced()) || (spare_ && spare_->fenced());
+}
+
+std::size_t KafkaProducers::queued() const {
+  return (current_ ? current_->queued() : 0) + (alone_ ? alone_->queued() : 0);
+}
+
+}  // namespace outbox::relay

@@ -1,0 +1,65 @@
+// The Kafka producers of one relay, behind one small interface: the batching producer
+// (idempotent, stopping at the first refused batch: enable.gapless.guarantee), the send-alone
+// producer for the records of a refused batch (made on first use), and with exactly-once the
+// spare transactional producer the current one takes turns with. A rewind makes them anew.
+// Private to the relay; not thread-safe: the io_context's thread only.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "outbox/kafka/producer.hpp"
+#include "outbox/relay/relay.hpp"
+
+namespace outbox::relay {
+
+class KafkaProducers {
+ public:
+  struct Handlers {
+    std::function<void(const kafka::Delivery&)> delivery;  // every report, on the io thread
+    std::function<void(const std::string&)> fatal;         // a producer's fatal error
+    std::function<void(const std::string&)> refused;       // credentials or certificate refused
+  };
+  // Exactly-once: the spare producer's transactional.id is the current one's with this. No slot
+  // name has a '#', so a derived id of one slot never equals the spare of another.
+  static constexpr const char* kSpareSuffix = "#2";
+
+  // Throws kafka::ConfigError for a bad property (before anything runs).
+  KafkaProducers(boost::asio::any_io_executor executor, const RelayConfig& config,
+                 std::string transactional_id, Handlers handlers);
+
+  // Queues a record on the current producer, or alone on the send-alone producer (at-least-once;
+  // exactly-once sends every record in the transaction).
+  kafka::ProduceResult produce(const kafka::Record& record, std::uint64_t opaque, bool alone);
+  kafka::Producer& current() { return *current_; }
+  kafka::Producer& spare() { return *spare_; }  // exactly-once
+  // Exactly-once: after a commit the other producer holds the next transaction.
+  void take_turns() { std::swap(current_, spare_); }
+  // The current producer stopped (a refused batch, a lost sequence, fenced).
+  bool stopped() const { return current_ && current_->stopped(); }
+  // A transactional producer was fenced by a newer one of its transactional.id.
+  bool fenced() const;
+  // Records queued or in flight in the current and the send-alone producers.
+  std::size_t queued() const;
+  // New producers (a rewind): reports still due from the old ones are dropped.
+  void renew();
+  // No producers (the relay ends).
+  void reset();
+
+ private:
+  std::unique_ptr<kafka::Producer> make(const std::string& suffix);
+
+  boost::asio::any_io_executor executor_;
+  const RelayConfig& config_;
+  std::string transactional_id_;
+  Handlers handlers_;
+  std::unique_ptr<kafka::Producer> current_;
+  std::unique_ptr<kafka::Producer> spare_;  // exactly-once
+  std::unique_ptr<kafka::Producer> alone_;  // made on the first refused batch
+};
+
+}  // namespace outbox::relay

@@ -1,0 +1,237 @@
+// A broker that hangs must not cost the relay its conversation with PostgreSQL (issue 21): the
+// broker is frozen (SIGSTOP) for several times the server's wal_sender_timeout, from the relay's
+// start and during a steady load, in both delivery modes. Throughout, the relay keeps its
+// replication connection (one walsender, the same pid, never a reconnect), confirms nothing it
+// has not delivered, and after the thaw every event arrives (exactly once, read_committed, in
+// exactly-once mode). And a graceful stop (SIGTERM) under load finishes the transaction at hand:
+// stopped and restarted again and again, the relay sends nothing twice.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fault_fixture.hpp"
+
+namespace outbox_test::fault {
+namespace {
+
+enum class Mode { kAtLeastOnce, kExactlyOnce };
+enum class When { kFromStart, kUnderLoad };
+
+struct FreezeCase {
+  Mode mode;
+  When when;
+};
+
+class BrokerFreeze : public FaultTest, public ::testing::WithParamInterface<FreezeCase> {
+ protected:
+  // wal_sender_timeout, set for the test and reset after it whatever happens.
+  static constexpr const char* kWalSenderTimeout = "5s";
+  static constexpr auto kFreeze = 20s;  // four times wal_sender_timeout
+
+  void set_wal_sender_timeout(const std::string& value) {
+    if (value.empty()) {
+      pg_->exec("ALTER SYSTEM RESET wal_sender_timeout");
+    } else {
+      pg_->exec("ALTER SYSTEM SET wal_sender_timeout = '" + value + "'");
+    }
+    pg_->query("SELECT pg_reload_conf()");
+    ASSERT_TRUE(wait_until(
+        [&] {
+          PgClient fresh(conninfo_);
+          return fresh.scalar("SHOW wal_sender_timeout") == (value.empty() ? "1min" : value);
+        },
+        10s))
+        << "wal_sender_timeout did not become " << (value.empty() ? "its default" : value);
+  }
+
+  // The pid of the walsender serving the slot, if one is active.
+  std::optional<std::string> walsender_pid() {
+    return pg_->scalar("SELECT active_pid::text FROM pg_replication_slots WHERE slot_name = $1",
+                       {slot_});
+  }
+
+  std::vector<std::string> mode_args() const {
+    if (GetParam().mode == Mode::kExactlyOnce) return {"--delivery", "exactly-once"};
+    return {};
+  }
+};
+
+TEST_P(BrokerFreeze, RelayKeepsItsReplicationConnection) {
+  const FreezeCase c = GetParam();
+  ASSERT_GT(kafka_pid(), 0) << "Kafka is not running (OUTBOX_KAFKA_PID_FILE)";
+  const std::string services_log = log_path("services");
+  ScopeGuard broker_back([&] {
+    if (kafka_pid() <= 0) kafka_up(services_log);
+  });
+  ScopeGuard reset_timeout([&] {
+    if (reconnect_pg(30s)) set_wal_sender_timeout("");
+  });
+  ASSERT_NO_FATAL_FAILURE(set_wal_sender_timeout(kWalSenderTimeout));
+  create_outbox_table();
+  KafkaReader reader(brokers_, {topic_});
+
+  const int transactions = scaled(300, 60);
+  std::optional<BrokerPause> pause;
+  RelayProcess* relay = nullptr;
+  Workload* load = nullptr;
+  std::size_t commits_at_freeze = 0;
+  if (c.when == When::kFromStart) {
+    // The broker hangs before the relay starts: it connects to PostgreSQL, starts the stream,
+    // and (exactly-once) waits for the transaction coordinator on its worker thread.
+    pause.emplace();
+    ASSERT_TRUE(pause->paused()) << "could not SIGSTOP the broker";
+    relay = &start_relay(mode_args());
+    ASSERT_TRUE(wait_until([&] { return walsender_pid().has_value(); }, 60s, 50ms))
+        << "the relay never started its replication connection";
+    load = &start_workload(plan_uniform(transactions, 5), 10s, 50);
+  } else {
+    relay = &start_relay(mode_args());
+    ASSERT_NO_FATAL_FAILURE(wait_until_streaming(*relay));
+    load = &start_workload(plan_uniform(transactions, 5), 30s, 50);
+    ASSERT_TRUE(reader.read_until([](const auto& r) { return r.size() >= 20; }, 60s))
+        << "nothing reached Kafka before the freeze";
+    commits_at_freeze = load->commits().size();
+    pause.emplace();
+    ASSERT_TRUE(pause->paused()) << "could not SIGSTOP the broker";
+  }
+  const std::optional<std::string> first_pid = walsender_pid();
+  ASSERT_TRUE(first_pid.has_value()) << "no walsender serves slot " << slot_;
+
+  // The freeze: the walsender stays the same, the slot confirms nothing committed after the
+  // freeze began.
+  std::optional<Lsn> bound;
+  Lsn max_confirmed = 0;
+  std::set<std::string> pids;
+  std::size_t samples = 0;
+  const bool relay_died = wait_until(
+      [&] {
+        if (!bound) {
+          const auto commits = load->commits();
+          if (commits.size() > commits_at_freeze + 1)
+            bound = commits[commits_at_freeze + 1].before_commit;
+        }
+        if (auto confirmed = pg_->slot_confirmed_flush(slot_))
+          max_confirmed = std::max(max_confirmed, *confirmed);
+        pids.insert(walsender_pid().value_or("none"));
+        ++samples;
+        return !relay->is_running();
+      },
+      kFreeze, 100ms);
+  pause->resume();
+  ASSERT_FALSE(relay_died) << "the relay exited during the freeze with "
+                           << relay->wait_exit(0ms).value_or(-1);
+  ASSERT_TRUE(bound.has_value()) << "no transaction committed during the freeze";
+  figure("walsender_samples", static_cast<std::int64_t>(samples));
+  EXPECT_EQ(pids, std::set<std::string>{*first_pid})
+      << "the replication connection was dropped and made again during the freeze (walsender "
+         "pids seen: "
+      << pids.size() << ")";
+  EXPECT_LE(max_confirmed, *bound) << "slot " << slot_ << " confirmed " << format_lsn(max_confirmed)
+                                   << " during the freeze, past a transaction committed after it "
+                                      "began (commit after "
+                                   << format_lsn(*bound) << ")";
+
+  // After the thaw: everything arrives, confirmed, on the same connection.
+  load->join();
+  const Lsn lsn_after_load = pg_->current_wal_lsn();
+  const auto rows = committed_seqs();
+  ASSERT_EQ(rows.size(), static_cast<std::size_t>(transactions) * 5);
+  DistinctIds all(rows.size());
+  ASSERT_TRUE(reader.read_until(std::ref(all), 180s))
+      << all.count() << " of " << rows.size() << " events in Kafka within 180 s of the thaw";
+  EXPECT_TRUE(expect_confirmed_reaches(lsn_after_load, 60s));
+  reader.read_for(1s);
+  const auto check = check_deliveries(reader.records(), rows);
+  EXPECT_EQ(check.problems.count(), 0u) << check.problems.describe();
+  EXPECT_EQ(check.missing, 0u);
+  EXPECT_EQ(check.ghosts, 0u);
+  figure("duplicates", static_cast<std::int64_t>(check.duplicates));
+  if (c.mode == Mode::kExactlyOnce) {
+    EXPECT_EQ(check.duplicates, 0u) << "an event is visible twice to a read_committed consumer";
+  }
+  EXPECT_EQ(walsender_pid(), first_pid) << "the replication connection changed after the thaw";
+  EXPECT_EQ(count_in_file(relay->log_path(), "event=reconnect"), 0u)
+      << "the relay reconnected; see " << relay->log_path();
+  EXPECT_TRUE(relay->is_running());
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BrokerFreeze,
+                         ::testing::Values(FreezeCase{Mode::kAtLeastOnce, When::kFromStart},
+                                           FreezeCase{Mode::kAtLeastOnce, When::kUnderLoad},
+                                           FreezeCase{Mode::kExactlyOnce, When::kFromStart},
+                                           FreezeCase{Mode::kExactlyOnce, When::kUnderLoad}),
+                         [](const auto& info) {
+                           return std::string(info.param.mode == Mode::kExactlyOnce
+                                                  ? "ExactlyOnce"
+                                                  : "AtLeastOnce") +
+                                  (info.param.when == When::kFromStart ? "FromStart" : "UnderLoad");
+                         });
+
+// A rolling deploy: SIGTERM under a steady mixed load (transactions of 1 to 2,000 events), the
+// relay restarted after each stop. Every stop exits 0, and nothing is sent twice: the stop reads
+// to the end of the transaction at hand, delivers it, confirms it, and only then ends.
+class GracefulStop : public FaultTest, public ::testing::WithParamInterface<Mode> {};
+
+TEST_P(GracefulStop, SigtermUnderLoadResendsNothing) {
+  constexpr int kStops = 6;
+  const int events = scaled(60000, 6000);
+  const std::uint64_t seed = static_cast<std::uint64_t>(wall_clock_ms());
+  RecordProperty("seed", std::to_string(seed));
+  std::vector<std::string> args;
+  if (GetParam() == Mode::kExactlyOnce) args = {"--delivery", "exactly-once"};
+  create_outbox_table();
+  RelayProcess* relay = &start_relay(args);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(*relay));
+  KafkaReader reader(brokers_, {topic_});
+  Workload& load = start_workload(plan_mixed(events, 2000, 0.0, seed), 40s, 100);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int64_t> at(1, events - 1);
+  std::vector<std::int64_t> moments;
+  for (int i = 0; i < kStops; ++i) moments.push_back(at(rng));
+  std::sort(moments.begin(), moments.end());
+  int stops = 0;
+  for (const auto moment : moments) {
+    ASSERT_TRUE(load.wait_committed(moment, 120s)) << "workload stalled before " << moment;
+    reader.read_for(10ms);
+    ASSERT_TRUE(relay->is_running())
+        << "relay exited by itself with " << relay->wait_exit(0ms).value_or(-1);
+    const auto code = relay->terminate(60s);
+    ASSERT_TRUE(code.has_value()) << "the relay did not stop within 60 s of SIGTERM";
+    EXPECT_EQ(*code, 0) << "a graceful stop exits 0; see " << relay->log_path();
+    ++stops;
+    relay = &start_relay(args);
+    ASSERT_NO_FATAL_FAILURE(wait_until_streaming(*relay));
+  }
+  load.join();
+  const Lsn lsn_after_load = pg_->current_wal_lsn();
+  const auto rows = committed_seqs();
+  DistinctIds all(rows.size());
+  ASSERT_TRUE(reader.read_until(std::ref(all), 300s))
+      << all.count() << " of " << rows.size() << " events in Kafka within 300 s";
+  EXPECT_TRUE(expect_confirmed_reaches(lsn_after_load, 60s));
+  reader.read_for(1s);
+  const auto check = check_deliveries(reader.records(), rows);
+  EXPECT_EQ(check.problems.count(), 0u) << check.problems.describe();
+  EXPECT_EQ(check.missing, 0u);
+  EXPECT_EQ(check.ghosts, 0u);
+  figure("stops", stops);
+  figure("events", static_cast<std::int64_t>(rows.size()));
+  figure("duplicates", static_cast<std::int64_t>(check.duplicates));
+  EXPECT_EQ(check.duplicates, 0u) << "a graceful stop sent events again after the restart";
+  EXPECT_TRUE(relay->is_running());
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, GracefulStop,
+                         ::testing::Values(Mode::kAtLeastOnce, Mode::kExactlyOnce),
+                         [](const auto& info) {
+                           return info.param == Mode::kExactlyOnce ? "ExactlyOnce" : "AtLeastOnce";
+                         });
+
+}  // namespace
+}  // namespace outbox_test::fault
