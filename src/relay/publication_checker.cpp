@@ -33,7 +33,7 @@ PublicationChecker::PublicationChecker(asio::any_io_executor executor, const Rel
 
 pg::PublicationTarget PublicationChecker::target() const {
   return {config_.publication, config_.mapper.schema, config_.mapper.table,
-          config_.mapper.more_tables};
+          config_.mapper.more_tables, !config_.mapper.message_prefix.empty()};
 }
 
 awaitable<void> PublicationChecker::check() {
