@@ -27,6 +27,7 @@
 #include "outbox/pgoutput/wire.hpp"
 #include "outbox/relay/pipeline.hpp"
 #include "outbox/relay/read_pacer.hpp"
+#include "outbox/relay/status_reporter.hpp"
 #include "outbox/relay/txn_machine.hpp"
 #include "publication_checker.hpp"
 
@@ -84,8 +85,13 @@ class Relay::Impl : private Pipeline::Sink {
                     [this](const std::string& m) { on_kafka_refused(m); }}),
         wake_(io),
         pace_timer_(io),
-        status_timer_(io),
-        confirm_timer_(io),
+        status_(
+            io.get_executor(), config_.status_interval, kConfirmDelay,
+            [this] {
+              const Lsn flush = confirm_lsn();
+              return StatusReporter::Positions{std::max(flush, pipeline_.acknowledged()), flush};
+            },
+            [this](const StatusReporter::Positions& p) { return send_status(p); }),
         backoff_timer_(io),
         rng_(std::random_device{}()),
         pipeline_(config_, *this, metrics_, log_),
@@ -125,8 +131,7 @@ class Relay::Impl : private Pipeline::Sink {
       } catch (const std::exception& e) {
         fail({kExitError, std::string("unexpected error: ") + e.what()});
       }
-      status_timer_.cancel();
-      confirm_timer_.cancel();
+      status_.stop();
       checker_.cancel_timer();
       if (exactly_once() && txn_.phase() == TxnPhase::kOpen && !stopping_ && !fatal_ &&
           !pipeline_.rewinding()) {
@@ -162,7 +167,7 @@ class Relay::Impl : private Pipeline::Sink {
       boost::system::error_code ec;
       co_await backoff_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
     }
-    status_timer_.cancel();
+    status_.stop();
     if (pipeline_.tracker().inflight_events() > 0) {
       log_->warn(
           "event=stopped_with_unacknowledged slot={} events={} confirmed={}: they will be sent "
@@ -308,7 +313,7 @@ class Relay::Impl : private Pipeline::Sink {
     had_slot_ = true;
     streamed = true;
     // Status updates from now on, also while Kafka is waited for below.
-    arm_status_timer();
+    status_.start();
     // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
     // producer of it) and reads the checkpoint; what the server sends before it is skipped.
     if (exactly_once()) co_await prepare_transactions();
@@ -761,8 +766,8 @@ class Relay::Impl : private Pipeline::Sink {
     // The server sends an unrequested keepalive when our reported position lags its own while it
     // waits for WAL (e.g. busy unpublished tables): answer soon so the slot does not hold WAL.
     if (k.reply_requested ||
-        (k.idle_advanced && Clock::now() - last_status_sent_ >= std::chrono::seconds(1))) {
-      send_status();
+        (k.idle_advanced && Clock::now() - status_.last_sent() >= std::chrono::seconds(1))) {
+      send_status_now();
     }
   }
 
@@ -858,49 +863,36 @@ class Relay::Impl : private Pipeline::Sink {
         .count();
   }
 
-  void arm_status_timer() {
-    status_timer_.expires_after(config_.status_interval);
-    status_timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec) return;
-      send_status();
-      arm_status_timer();
-    });
-  }
-
-  // A status update kConfirmDelay from now when the confirmable position passed what the slot
-  // was last told; a check soon when the acknowledged prefix passed the verified position.
-  // Nothing is armed while nothing advances: no wake-ups while idle.
+  // A status update soon when the confirmable position passed what the slot was last told
+  // (StatusReporter); a check soon when the acknowledged prefix passed the verified position.
   void confirm_soon() {
     if (!conn_ || leaving()) return;
     if (pipeline_.waiting_for_check()) checker_.schedule();
-    if (confirm_armed_ || confirm_lsn() <= last_reported_) return;
-    confirm_armed_ = true;
-    confirm_timer_.expires_after(kConfirmDelay);
-    confirm_timer_.async_wait([this](const boost::system::error_code& ec) {
-      confirm_armed_ = false;
-      if (!ec) send_status();
-    });
+    status_.confirm_soon();
   }
 
-  void send_status() {
+  void send_status_now() {
     if (!conn_ || !conn_->connected()) return;
+    status_.send_now();
+  }
+
+  // StatusReporter's send: write is what the relay has handled (pg_stat_replication.write_lsn);
+  // only flush, the verified position, moves the slot.
+  bool send_status(const StatusReporter::Positions& p) {
+    if (!conn_ || !conn_->connected()) return false;
     checker_.schedule();
-    Lsn flush = confirm_lsn();
     try {
-      // write: what the relay has handled (pg_stat_replication.write_lsn); only flush, the
-      // verified position, moves the slot.
-      conn_->send_status(std::max(flush, pipeline_.acknowledged()), flush, false);
-      last_status_sent_ = Clock::now();
+      conn_->send_status(p.write, p.flush, false);
     } catch (const pg::Error& e) {
       // The read loop sees the broken connection and reconnects.
       log_->debug("event=status_failed slot={} error={}", config_.slot, quoted(e.what()));
-      return;
+      return false;
     }
-    if (flush != last_reported_) {
-      log_->debug("event=confirmed slot={} lsn={} received={}", config_.slot, flush.to_string(),
+    if (p.flush != status_.last_reported()) {
+      log_->debug("event=confirmed slot={} lsn={} received={}", config_.slot, p.flush.to_string(),
                   pipeline_.received().to_string());
-      last_reported_ = flush;
     }
+    return true;
   }
 
   // A stop with acknowledged transactions past the last passing publication check checks once
@@ -939,8 +931,8 @@ class Relay::Impl : private Pipeline::Sink {
       }
     }
     co_await final_check();
-    send_status();
-    status_timer_.cancel();
+    send_status_now();
+    status_.stop();
     log_->info("event=final_confirm slot={} lsn={} unacknowledged={}", config_.slot,
                confirm_lsn().to_string(), pipeline_.tracker().inflight_events());
     try {
@@ -957,9 +949,7 @@ class Relay::Impl : private Pipeline::Sink {
   std::unique_ptr<pg::ReplicationConnection> conn_;
   asio::steady_timer wake_;
   asio::steady_timer pace_timer_;  // the read pause of stream()
-  asio::steady_timer status_timer_;
-  asio::steady_timer confirm_timer_;  // see confirm_soon()
-  bool confirm_armed_ = false;
+  StatusReporter status_;
   asio::steady_timer backoff_timer_;
   std::mt19937_64 rng_;
   bool reading_wait_ = false;  // stream() waits on the replication socket
@@ -978,8 +968,6 @@ class Relay::Impl : private Pipeline::Sink {
   std::unique_ptr<asio::thread_pool> kafka_worker_;
   Clock::time_point stop_read_deadline_;  // see finishing_transaction()
   Clock::time_point stop_deadline_;       // a stop's end (--shutdown-timeout after it began)
-  Lsn last_reported_;
-  Clock::time_point last_status_sent_;
   bool rewind_signalled_ = false;
   bool kafka_refused_ = false;  // a broker refused the credentials or certificate: exiting
   Lsn last_rewind_at_;  // confirmed position at the last rewind  // wake_all() ran for the rewind
