@@ -55,6 +55,8 @@ struct Options {
   // --table was given. With --messages and no --table, the relay relays messages only
   // (relay.mapper.table is then empty).
   bool table_given = false;
+  // --failover: the slot is (made) a failover slot; the primary is checked first (failover.hpp).
+  bool failover = false;
   bool help = false;
   bool version = false;
 };
@@ -71,6 +73,7 @@ struct SetupOptions {
   // --table, no table is needed and the publication is created empty.
   std::string message_prefix;
   bool table_given = false;
+  bool failover = false;  // --failover: a failover slot, on a primary that protects it
   bool help = false;
 };
 
@@ -87,6 +90,8 @@ struct StatusOptions {
   std::uint64_t scan_limit = 100'000;  // pgoutput messages read at most
   std::optional<std::uint64_t> max_pending;
   std::optional<std::chrono::milliseconds> max_age;
+  // --standby: a standby whose synced copy of the (failover) slot is checked.
+  std::string standby;
   bool help = false;
 };
 
