@@ -2,10 +2,15 @@
 # A PostgreSQL 18 primary and a streaming standby for the failover test (docs/failover.md), in
 # $(pg_root of version 18)/pair, TCP on 127.0.0.1 only, trust auth, superuser postgres, database
 # outbox:
-#   pg_pair.sh up PRIMARY_PORT STANDBY_PORT   fresh pair: the primary with wal_level = logical and
-#       synchronized_standby_slots = 'pair_standby'; the standby from pg_basebackup on that
-#       physical slot, with sync_replication_slots = on, hot_standby_feedback = on and dbname in
-#       primary_conninfo; returns once the standby streams.
+#   pg_pair.sh up PRIMARY_PORT STANDBY_PORT [unprotected]   fresh pair: the primary with
+#       wal_level = logical and synchronized_standby_slots = 'pair_standby' (empty with
+#       `unprotected`: the misconfiguration docs/failover.md warns about); the standby from
+#       pg_basebackup on that physical slot, with sync_replication_slots = on,
+#       hot_standby_feedback = on and dbname in primary_conninfo; returns once the standby streams.
+#   pg_pair.sh pause-standby / resume-standby SIGSTOP / SIGCONT to the standby's walreceiver: the
+#       primary commits what the standby does not receive (asynchronous replication's window).
+#   pg_pair.sh kill-walreceiver               SIGKILL to the paused walreceiver: what it received
+#       and had not written is lost (the standby restarts from its disk).
 #   pg_pair.sh kill-primary                   SIGKILL to the primary's postmaster and children.
 #   pg_pair.sh promote                        pg_ctl promote on the standby, waiting for it.
 #   pg_pair.sh down                           stops both (immediate) and removes the pair.
@@ -31,6 +36,14 @@ stop_if_running() {
     pg_ctl stop -D "$1" -m immediate -w -t 30 >/dev/null 2>&1 || true
   fi
 }
+resume_walreceiver() {
+  if [ -f "$DIR/walreceiver.pid" ]; then
+    kill -CONT "$(cat "$DIR/walreceiver.pid")" 2>/dev/null || true
+  fi
+}
+standby_ready() {
+  "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$(cat "$DIR/standby.port")" -d postgres -U postgres
+}
 streaming() {
   [ "$(psql_at "$1" -d postgres -tAc "SELECT count(*) FROM pg_stat_replication \
     WHERE application_name = 'pair_standby' AND state = 'streaming'")" = 1 ]
@@ -38,9 +51,11 @@ streaming() {
 
 case "${1:-}" in
   up)
-    [ $# -eq 3 ] || die "usage: pg_pair.sh up PRIMARY_PORT STANDBY_PORT"
+    [ $# -eq 3 ] || [ $# -eq 4 ] || die "usage: pg_pair.sh up PRIMARY_PORT STANDBY_PORT [unprotected]"
     p=$2
     s=$3
+    protect="'pair_standby'"
+    [ "${4:-}" = unprotected ] && protect="''"
     stop_if_running "$STANDBY"
     stop_if_running "$PRIMARY"
     rm -rf "$DIR"
@@ -56,7 +71,7 @@ unix_socket_directories = ''
 wal_level = logical
 max_wal_senders = 10
 max_replication_slots = 10
-synchronized_standby_slots = 'pair_standby'
+synchronized_standby_slots = $protect
 CONF
     pg_ctl start -w -t 60 -D "$PRIMARY" -l "$DIR/log/primary.log" >/dev/null ||
       die "the primary did not start: $(tail -n 20 "$DIR/log/primary.log")"
@@ -82,6 +97,21 @@ CONF
       die "the standby did not start: $(tail -n 20 "$DIR/log/standby.log")"
     wait_until 60 "the standby streams from the primary" streaming "$p" ||
       die "the standby does not stream: $(tail -n 20 "$DIR/log/standby.log")"
+    printf '%s\n' "$s" >"$DIR/standby.port"
+    ;;
+  pause-standby)
+    pid="$(psql_at "$(cat "$DIR/standby.port")" -d postgres -tAc "SELECT pid FROM pg_stat_wal_receiver")"
+    [[ "$pid" =~ ^[0-9]+$ ]] || die "the standby has no walreceiver"
+    kill -STOP "$pid"
+    printf '%s\n' "$pid" >"$DIR/walreceiver.pid"
+    ;;
+  resume-standby)
+    resume_walreceiver
+    ;;
+  kill-walreceiver)
+    # What it had not written yet dies with it, also what sat in its socket's buffer; the
+    # standby's postmaster restarts it (crash restart) from what is on disk.
+    kill -9 "$(cat "$DIR/walreceiver.pid")"
     ;;
   kill-primary)
     pid="$(head -n 1 "$PRIMARY/postmaster.pid")"
@@ -92,14 +122,17 @@ CONF
     log "killed the primary (postmaster $pid and $(echo "$children" | wc -w) children)"
     ;;
   promote)
+    resume_walreceiver
+    wait_until 60 "the standby accepts connections" standby_ready || die "the standby is not up"
     pg_ctl promote -D "$STANDBY" -w -t 60 >/dev/null || die "pg_ctl promote failed"
     ;;
   down)
+    resume_walreceiver
     stop_if_running "$STANDBY"
     stop_if_running "$PRIMARY"
     rm -rf "$DIR"
     ;;
   *)
-    die "usage: pg_pair.sh up PRIMARY_PORT STANDBY_PORT | kill-primary | promote | down"
+    die "usage: pg_pair.sh up PRIMARY_PORT STANDBY_PORT [unprotected] | pause-standby | resume-standby | kill-primary | promote | down"
     ;;
 esac

@@ -1,12 +1,15 @@
 // A real failover (docs/failover.md): a PostgreSQL 18 primary and a streaming standby
 // (tests/failover/pg_pair.sh: synchronized_standby_slots on the primary, sync_replication_slots
 // and hot_standby_feedback on the standby), the slot made by the relay with --failover, three
-// writers under a steady load, the primary killed with SIGKILL once `status --standby` calls the
-// standby's copy ready, the standby promoted, the writers moving to it. The relay, given both hosts
-// with target_session_attrs=read-write, carries on by itself: every outbox row of the promoted
-// database reaches Kafka, no event of a transaction the promoted database lacks does (no ghost),
-// and each aggregate's events arrive in commit order (first deliveries; at-least-once re-sends
-// are counted and printed).
+// writers under a steady load. Once `status --standby` calls the standby's copy ready, the
+// standby's walreceiver is paused while the primary commits 300 more transactions (the window of
+// asynchronous replication), the primary is killed with SIGKILL and so is the walreceiver (what it
+// had not written is lost), the standby promoted, the writers move to it. The relay, given both
+// hosts with target_session_attrs=read-write, carries on by itself: every outbox row of the
+// promoted database reaches Kafka, no event of a transaction the promoted database lacks does (no
+// ghost), and each aggregate's events arrive in commit order (first deliveries; re-sends are
+// counted and printed). In both delivery modes; and without synchronized_standby_slots, the
+// misconfiguration: the relay warns and ghosts reach Kafka.
 //
 // The pair runs on OUTBOX_PG_FAILOVER_PORT and the next port (default: OUTBOX_PG_PORT, or
 // 55432, plus 2); Kafka is the shared broker of scripts/test.sh.
@@ -104,7 +107,14 @@ class Writer {
   std::atomic<int> failures_{0};
 };
 
-class Promotion : public E2eTest {
+// The delivery mode, and whether the primary protects the failover slot with
+// synchronized_standby_slots.
+struct Setup {
+  std::string delivery;
+  bool protected_slot = true;
+};
+
+class Promotion : public E2eTest, public ::testing::WithParamInterface<Setup> {
  protected:
   Promotion() : E2eTest({"promo", {"PromoOrder"}, OUTBOX_TEST_LOG_DIR}) {}
 
@@ -113,7 +123,10 @@ class Promotion : public E2eTest {
     if (HasFatalFailure()) return;
     primary_port_ = pair_port();
     standby_port_ = primary_port_ + 1;
-    CommandResult up = pair({"up", std::to_string(primary_port_), std::to_string(standby_port_)});
+    std::vector<std::string> up_args = {"up", std::to_string(primary_port_),
+                                        std::to_string(standby_port_)};
+    if (!GetParam().protected_slot) up_args.push_back("unprotected");
+    CommandResult up = pair(up_args);
     ASSERT_EQ(up.exit_code, 0) << up.out << up.err;
     pair_up_ = true;
     primary_ = "host=127.0.0.1 port=" + std::to_string(primary_port_) +
@@ -157,7 +170,7 @@ class Promotion : public E2eTest {
   std::string primary_, standby_;
 };
 
-TEST_F(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost) {
+TEST_P(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost) {
   create_outbox_table();
   // No writer may write before the table reached the standby: wait for it.
   {
@@ -168,7 +181,7 @@ TEST_F(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost
         },
         30s));
   }
-  RelayProcess& relay = start_relay({"--failover"});
+  RelayProcess& relay = start_relay({"--failover", "--delivery", GetParam().delivery});
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
   EXPECT_EQ(
       pg_->scalar("SELECT failover::text FROM pg_replication_slots WHERE slot_name = $1", {slot_}),
@@ -205,11 +218,31 @@ TEST_F(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost
             << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()
             << " ms\n";
 
-  // A steady load for a while more, then the crash.
-  const int before_crash = commits() + 600;
-  ASSERT_TRUE(wait_until([&] { return commits() >= before_crash; }, 60s));
+  // A steady load for a while more; then the standby stops receiving (its walreceiver paused)
+  // while the primary commits on: asynchronous replication's window, which
+  // synchronized_standby_slots closes for the relay's slot.
+  const int before_pause = commits() + 300;
+  ASSERT_TRUE(wait_until([&] { return commits() >= before_pause; }, 60s));
+  CommandResult paused = pair({"pause-standby"});
+  ASSERT_EQ(paused.exit_code, 0) << paused.err;
+  const int window_from = commits();
+  ASSERT_TRUE(wait_until([&] { return commits() >= window_from + 300; }, 60s));
+  if (!GetParam().protected_slot) {
+    // Unprotected, the relay publishes what the standby never received: let it confirm that.
+    PgClient primary(primary_);
+    const Lsn end = primary.current_wal_lsn();
+    ASSERT_TRUE(wait_until(
+        [&] {
+          const auto confirmed = primary.slot_confirmed_flush(slot_);
+          return confirmed && *confirmed >= end;
+        },
+        30s));
+  }
   CommandResult killed = pair({"kill-primary"});
   ASSERT_EQ(killed.exit_code, 0) << killed.err;
+  // What the paused walreceiver holds unwritten (in its socket's buffer too) is lost with it.
+  CommandResult lost = pair({"kill-walreceiver"});
+  ASSERT_EQ(lost.exit_code, 0) << lost.err;
   const int at_crash = commits();
   CommandResult promoted = pair({"promote"});
   ASSERT_EQ(promoted.exit_code, 0) << promoted.err;
@@ -235,11 +268,12 @@ TEST_F(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost
   std::set<std::string> first_seen;
   std::map<std::string, std::int64_t> last_seq;
   std::size_t duplicates = 0;
+  std::size_t ghosts = 0;
   for (const Record* r : in_kafka_order(reader.records())) {
     const std::string& id = r->headers.at("id");
     auto row = rows.find(id);
     if (row == rows.end()) {
-      problems.add("ghost (no such row in the promoted database): " + describe(*r));
+      if (++ghosts <= 5) std::cerr << "ghost: " << describe(*r) << "\n";
       continue;
     }
     if (!first_seen.insert(id).second) {
@@ -254,15 +288,39 @@ TEST_F(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost
   }
   EXPECT_EQ(problems.count(), 0u) << problems.describe();
   EXPECT_EQ(first_seen.size(), rows.size());
-  std::cerr << "promoted database: " << rows.size() << " events; Kafka: " << reader.records().size()
-            << " records, " << duplicates << " re-sent; writers: " << at_crash
+  std::cerr << GetParam().delivery << (GetParam().protected_slot ? "" : ", unprotected")
+            << ": promoted database: " << rows.size()
+            << " events; Kafka: " << reader.records().size() << " records, " << duplicates
+            << " re-sent, " << ghosts << " ghosts; writers: " << at_crash
             << " commits before the crash, " << commits() - at_crash << " after\n";
 
-  // The relay found the promoted standby by itself: a new timeline, and it still streams.
   const std::string log = read_file(relay.log_path());
-  EXPECT_NE(log.find("event=streaming"), std::string::npos);
+  if (GetParam().protected_slot) {
+    EXPECT_EQ(ghosts, 0u) << "events of transactions the promoted database lacks";
+  } else {
+    // As documented: the relay warned at start, and events of transactions lost at the
+    // promotion reached Kafka.
+    EXPECT_NE(log.find("event=failover_unprotected"), std::string::npos);
+    EXPECT_GT(ghosts, 0u) << "the standby missed transactions the relay had published";
+  }
+  // The relay found the promoted standby by itself (a new timeline) and still streams.
   expect_graceful_stop(relay);
 }
+
+// At-least-once, and exactly-once read read_committed: the same guarantees (nothing missing, no
+// ghost, order); the re-sent count is printed (exactly-once across a promotion is not promised
+// yet: docs/failover.md).
+// Unprotected (no synchronized_standby_slots): the misconfiguration, as documented, publishes
+// ghosts.
+INSTANTIATE_TEST_SUITE_P(Delivery, Promotion,
+                         ::testing::Values(Setup{"at-least-once", true},
+                                           Setup{"exactly-once", true},
+                                           Setup{"at-least-once", false}),
+                         [](const auto& info) {
+                           std::string name = info.param.delivery;
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name + (info.param.protected_slot ? "" : "_unprotected");
+                         });
 
 }  // namespace
 }  // namespace outbox_test
