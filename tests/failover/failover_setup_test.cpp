@@ -1,8 +1,9 @@
 // --failover as a user meets it on one server (15 and 18): refused before PostgreSQL 17; on 17+
 // setup refuses a primary whose synchronized_standby_slots does not protect the slot (naming the
 // statement that fixes it) and an existing slot without failover (naming ALTER_REPLICATION_SLOT),
-// and makes a failover slot once the primary is set; status says so; `run --failover` makes the
-// failover slot itself and only warns about synchronized_standby_slots.
+// and makes a failover slot once the primary is set; status says so; `run --failover` refuses the
+// slot without failover too, makes the failover slot itself and only warns about
+// synchronized_standby_slots.
 //
 // Runs the real outbox-relay binary against the real PostgreSQL and Kafka that scripts/test.sh
 // starts. synchronized_standby_slots is server-wide (ALTER SYSTEM), reset by a scope guard.
@@ -116,6 +117,12 @@ TEST_F(FailoverSetup, SetupRefusesWhatAFailoverWouldBreakThenMakesAFailoverSlot)
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("exists without failover"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("ALTER_REPLICATION_SLOT"), std::string::npos) << r.err;
+  // So does run --failover, before it streams from it.
+  RelayProcess& relay = start_relay({"--failover"});
+  EXPECT_EQ(relay.wait_exit(60s), std::optional<int>(1));
+  const std::string log = read_file(relay.log_path());
+  EXPECT_NE(log.find("exists without failover"), std::string::npos) << log;
+  EXPECT_EQ(slot_failover(), std::optional<std::string>("false"));
 }
 
 // run --failover on an unprotected primary: a loud warning naming the fix, then it streams from
