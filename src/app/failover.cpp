@@ -1,5 +1,7 @@
 #include "outbox/app/failover.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <sstream>
 
 namespace outbox::app {
@@ -153,6 +155,84 @@ StandbyCopy inspect_standby(const std::string& conninfo, const std::string& slot
     c.error = e.what();
   }
   return c;
+}
+
+std::string render_failover_prometheus(const FailoverSample& s) {
+  std::ostringstream out;
+  if (s.checked) {
+    out << "# HELP outbox_relay_failover_ready 1 when the standby of --standby holds a synced, "
+           "persistent, valid copy of the slot and has sync_replication_slots and "
+           "hot_standby_feedback on (a promotion now keeps the slot), as of the last check.\n"
+        << "# TYPE outbox_relay_failover_ready gauge\n"
+        << "outbox_relay_failover_ready " << (s.ready ? 1 : 0) << '\n';
+  }
+  out << "# HELP outbox_relay_failover_checks_total Checks of the standby's copy of the slot, by "
+         "result.\n"
+      << "# TYPE outbox_relay_failover_checks_total counter\n"
+      << "outbox_relay_failover_checks_total{result=\"ready\"} " << s.ready_checks << '\n'
+      << "outbox_relay_failover_checks_total{result=\"not_ready\"} " << s.not_ready_checks << '\n'
+      << "outbox_relay_failover_checks_total{result=\"error\"} " << s.failed_checks << '\n';
+  return out.str();
+}
+
+FailoverSampler::FailoverSampler(std::string standby_conninfo, std::string slot,
+                                 std::chrono::milliseconds every)
+    : conninfo_(std::move(standby_conninfo)), slot_(std::move(slot)), every_(every) {}
+
+FailoverSampler::~FailoverSampler() {
+  if (!thread_.joinable()) return;
+  std::unique_lock lock(state_->mutex);
+  state_->stop = true;
+  state_->wake.notify_all();
+  const bool done =
+      state_->wake.wait_for(lock, std::chrono::seconds(5), [this] { return state_->done; });
+  lock.unlock();
+  if (done) {
+    thread_.join();
+  } else {
+    thread_.detach();  // owns its state; ends when its check returns
+  }
+}
+
+void FailoverSampler::start() { thread_ = std::thread(loop, state_, conninfo_, slot_, every_); }
+
+FailoverSample FailoverSampler::sample() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->sample;
+}
+
+void FailoverSampler::loop(std::shared_ptr<State> state, std::string conninfo, std::string slot,
+                           std::chrono::milliseconds every) {
+  auto log = spdlog::get("app");
+  if (!log) log = spdlog::default_logger();
+  std::optional<bool> was_ready;
+  for (;;) {
+    const StandbyCopy copy = inspect_standby(conninfo, slot);
+    std::unique_lock lock(state->mutex);
+    FailoverSample& s = state->sample;
+    if (!copy.error.empty()) {
+      ++s.failed_checks;
+      if (!state->stop) {
+        log->warn("event=failover_check_failed slot={} error=\"{}\"", slot, copy.error);
+      }
+    } else {
+      const bool ready = copy.ready();
+      s.checked = true;
+      s.ready = ready;
+      ++(ready ? s.ready_checks : s.not_ready_checks);
+      if (was_ready != ready) {
+        std::string why;
+        for (const auto& p : copy.problems()) why += (why.empty() ? "" : "; ") + p;
+        log->info("event=failover_readiness slot={} ready={} problems=\"{}\"", slot, ready, why);
+        was_ready = ready;
+      }
+    }
+    if (state->wake.wait_for(lock, every, [&] { return state->stop; })) {
+      state->done = true;
+      state->wake.notify_all();
+      return;
+    }
+  }
 }
 
 std::string slot_lost_advice(const std::string& conninfo, const std::string& slot,

@@ -38,6 +38,7 @@ constexpr const char* kVersion = OUTBOX_RELAY_VERSION;
 outbox::app::HttpResponse handle_http(outbox::relay::Relay& relay,
                                       const outbox::app::RelayIdentity& identity,
                                       const outbox::app::BacklogSampler* backlog,
+                                      const outbox::app::FailoverSampler* failover,
                                       std::string_view path) {
   if (path == "/metrics") {
     std::string body = outbox::app::render_prometheus(relay.metrics(), identity);
@@ -47,6 +48,7 @@ outbox::app::HttpResponse handle_http(outbox::relay::Relay& relay,
                                  std::chrono::system_clock::now().time_since_epoch())
                                  .count());
     }
+    if (failover) body += outbox::app::render_failover_prometheus(failover->sample());
     return {200, std::string(outbox::app::kPrometheusContentType), std::move(body)};
   }
   if (path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
@@ -202,6 +204,12 @@ int run_relay(const outbox::app::Options& options) {
     backlog = std::make_unique<outbox::app::BacklogSampler>(where, options.backlog_interval);
     backlog->start();
   }
+  std::unique_ptr<outbox::app::FailoverSampler> failover;
+  if (options.metrics_addr && !options.standby.empty()) {
+    failover = std::make_unique<outbox::app::FailoverSampler>(options.standby, options.relay.slot,
+                                                              std::chrono::seconds(10));
+    failover->start();
+  }
   std::unique_ptr<outbox::app::HttpServer> http;
   if (options.metrics_addr) {
     const auto& a = *options.metrics_addr;
@@ -211,8 +219,8 @@ int run_relay(const outbox::app::Options& options) {
     try {
       http = std::make_unique<outbox::app::HttpServer>(
           io, asio::ip::tcp::endpoint(asio::ip::make_address(a.host), a.port),
-          [&relay, &identity, &backlog](std::string_view path) {
-            return handle_http(*relay, identity, backlog.get(), path);
+          [&relay, &identity, &backlog, &failover](std::string_view path) {
+            return handle_http(*relay, identity, backlog.get(), failover.get(), path);
           });
       http->start();
       spdlog::info("event=metrics_listening addr={} port={}", shown, http->local_endpoint().port());

@@ -620,6 +620,9 @@ Table run_flags(Options& o) {
                 "a failover slot (PostgreSQL 17+), kept by standbys with\n"
                 "sync_replication_slots; warns when synchronized_standby_slots does not\n"
                 "protect it (docs/failover.md)"),
+      flags::text("--standby", "CONNINFO", o.standby,
+                  "a standby whose synced copy of the slot is checked every 10s:\n"
+                  "outbox_relay_failover_ready in /metrics (docs/failover.md)"),
       flags::properties_file(
           "--kafka-config", o.kafka_config,
           "librdkafka properties from a file (PROPERTY=VALUE lines, # comments,\n"

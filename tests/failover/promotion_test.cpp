@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "outbox_test/e2e_fixture.hpp"
+#include "outbox_test/http.hpp"
 #include "outbox_test/kafka_reader.hpp"
 #include "outbox_test/pg_client.hpp"
 #include "outbox_test/record_checks.hpp"
@@ -140,7 +141,8 @@ class Promotion : public E2eTest, public ::testing::WithParamInterface<Setup> {
                 "connect_timeout=5";
     ASSERT_NO_THROW(pg_ = std::make_unique<PgClient>(conninfo_));
     status_interval_ = "500ms";
-    metrics_addr_ = "off";
+    metrics_port_ = free_port();
+    metrics_addr_ = "127.0.0.1:" + std::to_string(metrics_port_);
   }
 
   void TearDown() override {
@@ -166,6 +168,7 @@ class Promotion : public E2eTest, public ::testing::WithParamInterface<Setup> {
   }
 
   int primary_port_ = 0, standby_port_ = 0;
+  std::uint16_t metrics_port_ = 0;
   bool pair_up_ = false;
   std::string primary_, standby_;
 };
@@ -181,7 +184,8 @@ TEST_P(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost
         },
         30s));
   }
-  RelayProcess& relay = start_relay({"--failover", "--delivery", GetParam().delivery});
+  RelayProcess& relay =
+      start_relay({"--failover", "--delivery", GetParam().delivery, "--standby", standby_});
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
   EXPECT_EQ(
       pg_->scalar("SELECT failover::text FROM pg_replication_slots WHERE slot_name = $1", {slot_}),
@@ -214,6 +218,15 @@ TEST_P(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost
       120s, 500ms))
       << ready.out << ready.err;
   EXPECT_NE(ready.out.find("failover_ready        yes"), std::string::npos) << ready.out;
+  // The relay's own check (run --standby) agrees, for alerting.
+  std::map<std::string, std::string> samples;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        samples = parse_samples(http_get(metrics_port_, "/metrics").body);
+        return samples["outbox_relay_failover_ready"] == "1";
+      },
+      30s, 500ms))
+      << "outbox_relay_failover_ready " << samples["outbox_relay_failover_ready"];
   std::cerr << "standby copy ready after "
             << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()
             << " ms\n";

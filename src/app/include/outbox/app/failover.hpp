@@ -5,8 +5,14 @@
 // Thread-safety: free functions, no shared state.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "outbox/pg/admin.hpp"
@@ -44,6 +50,51 @@ struct StandbyCopy {
 
 // Inspects the slot's copy on the standby at `conninfo`; failures land in `error`.
 StandbyCopy inspect_standby(const std::string& conninfo, const std::string& slot);
+
+// The last checks of the standby's copy, as /metrics reports them.
+struct FailoverSample {
+  bool checked = false;  // a check answered at least once
+  bool ready = false;    // the last check that answered: StandbyCopy::ready()
+  std::uint64_t ready_checks = 0;
+  std::uint64_t not_ready_checks = 0;
+  std::uint64_t failed_checks = 0;  // the standby could not be inspected
+};
+
+// outbox_relay_failover_ready and outbox_relay_failover_checks_total (pure).
+std::string render_failover_prometheus(const FailoverSample& sample);
+
+// run --standby: checks the standby's copy of the slot (inspect_standby) at start and every
+// `every`, on a thread of its own (libpq blocks), and logs each change of readiness. sample() is
+// thread-safe; start() and the destructor (which stops the thread, waiting a few seconds at most)
+// are called from the owning thread.
+class FailoverSampler {
+ public:
+  FailoverSampler(std::string standby_conninfo, std::string slot, std::chrono::milliseconds every);
+  ~FailoverSampler();
+  FailoverSampler(const FailoverSampler&) = delete;
+  FailoverSampler& operator=(const FailoverSampler&) = delete;
+
+  void start();
+  FailoverSample sample() const;
+
+ private:
+  // Shared with the thread, which may outlive the sampler by one check.
+  struct State {
+    std::mutex mutex;
+    std::condition_variable wake;
+    bool stop = false;
+    bool done = false;
+    FailoverSample sample;
+  };
+  static void loop(std::shared_ptr<State> state, std::string conninfo, std::string slot,
+                   std::chrono::milliseconds every);
+
+  std::string conninfo_;
+  std::string slot_;
+  std::chrono::milliseconds every_;
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+  std::thread thread_;
+};
 
 // One line after exit code 4: why PostgreSQL invalidated the slot (invalidation_reason, the
 // setting behind it) and the reconcile command to run, inspected on a new session to `conninfo`.

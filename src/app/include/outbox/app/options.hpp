@@ -57,6 +57,8 @@ struct Options {
   bool table_given = false;
   // --failover: the slot is (made) a failover slot; the primary is checked first (failover.hpp).
   bool failover = false;
+  // --standby: a standby whose copy of the slot /metrics reports (outbox_relay_failover_ready).
+  std::string standby;
   bool help = false;
   bool version = false;
 };
