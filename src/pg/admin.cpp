@@ -106,6 +106,8 @@ std::string AdminSession::server_version() const {
   return v ? v : "?";
 }
 
+int AdminSession::server_version_num() const { return PQserverVersion(impl_->conn.get()); }
+
 std::string AdminSession::setting(const std::string& name) {
   return run(impl_->conn.get(), "read setting " + name, "SELECT current_setting($1)", {name})
       .at(0)
@@ -148,7 +150,11 @@ std::optional<SlotInfo> AdminSession::slot(const std::string& name) {
           "GREATEST(0, COALESCE(pg_wal_lsn_diff(cur.lsn, s.restart_lsn), 0))::bigint, "
           "GREATEST(0, COALESCE(pg_wal_lsn_diff(cur.lsn, s.confirmed_flush_lsn), 0))::bigint, "
           "host(r.client_addr), r.application_name, r.state, r.sent_lsn::text, r.flush_lsn::text, "
-          "r.reply_time::text, r.flush_lag::text "
+          "r.reply_time::text, r.flush_lag::text, "
+          // Columns of newer servers read through to_jsonb: NULL where the server lacks them.
+          "to_jsonb(s) ->> 'failover', to_jsonb(s) ->> 'synced', s.temporary::text, "
+          "to_jsonb(s) ->> 'invalidation_reason', to_jsonb(s) ->> 'inactive_since', "
+          "pg_is_in_recovery()::text "
           "FROM pg_replication_slots s CROSS JOIN cur "
           "LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid "
           "WHERE s.slot_name = $1",
@@ -176,6 +182,12 @@ std::optional<SlotInfo> AdminSession::slot(const std::string& name) {
   s.flush_lsn = lsn_of(r[17]);
   s.reply_time = r[18];
   s.flush_lag = r[19];
+  if (r[20]) s.failover = *r[20] == "true";
+  if (r[21]) s.synced = *r[21] == "true";
+  s.temporary = r[22].value_or("") == "true";
+  s.invalidation_reason = r[23];
+  s.inactive_since = r[24];
+  s.in_recovery = r[25].value_or("") == "true";
   return s;
 }
 

@@ -34,11 +34,19 @@ std::string SlotBootstrap::sql(const QuoteFn& quote_literal,
     case Step::kCreateSlot:
       switch (creation_) {
         case SlotCreation::kReplicationCommand:
+          // FAILOVER exists only in the option-list syntax (PostgreSQL 17+), where SNAPSHOT
+          // 'nothing' is NOEXPORT_SNAPSHOT.
+          if (options_.failover) {
+            return "CREATE_REPLICATION_SLOT " + quote_identifier(options_.slot) +
+                   " LOGICAL pgoutput (SNAPSHOT 'nothing', FAILOVER)";
+          }
           return "CREATE_REPLICATION_SLOT " + quote_identifier(options_.slot) +
                  " LOGICAL pgoutput NOEXPORT_SNAPSHOT";
         case SlotCreation::kSqlFunction:
+          // (slot, plugin, temporary, twophase, failover): the fifth argument is PostgreSQL 17's.
           return "SELECT lsn::text FROM pg_catalog.pg_create_logical_replication_slot(" +
-                 quote_literal(options_.slot) + ", 'pgoutput')";
+                 quote_literal(options_.slot) + ", 'pgoutput'" +
+                 (options_.failover ? ", false, false, true)" : ")");
       }
       break;
     case Step::kDone:

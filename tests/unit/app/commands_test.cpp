@@ -67,6 +67,64 @@ TEST(Status, UnhealthyWhenMissingLostOrRetainingTooMuch) {
   EXPECT_FALSE(assess_slot(physical, 1 << 30).healthy);
 }
 
+// PostgreSQL 17+: whether the slot is a failover slot; with --standby, whether the standby's copy
+// would survive a promotion (synced, persistent, the standby's settings on).
+TEST(Status, FailoverSlotAndTheStandbysCopy) {
+  pg::SlotInfo primary = healthy_slot();
+  primary.failover = true;
+  primary.synced = false;
+  StandbyCopy standby;
+  standby.in_recovery = true;
+  standby.sync_replication_slots = "on";
+  standby.hot_standby_feedback = "on";
+  standby.slot = healthy_slot();
+  standby.slot->synced = true;
+  standby.slot->temporary = true;
+  EXPECT_FALSE(standby.ready());
+  std::string text = format_status_text("outbox_relay", primary, 1 << 30, nullptr, &standby);
+  EXPECT_NE(text.find("failover              yes\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("standby_copy          synced, temporary"), std::string::npos) << text;
+  EXPECT_NE(text.find("failover_ready        no"), std::string::npos) << text;
+  EXPECT_NE(text.find("UNHEALTHY: standby: its copy is still temporary"), std::string::npos)
+      << text;
+
+  standby.slot->temporary = false;
+  EXPECT_TRUE(standby.ready());
+  EXPECT_TRUE(assess_slot(primary, 1 << 30, nullptr, &standby).healthy);
+  std::string json = format_status_json("outbox_relay", primary, 1 << 30, nullptr, &standby);
+  EXPECT_NE(json.find("\"failover\":true,\"synced\":false"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"standby\":{\"ready\":true"), std::string::npos) << json;
+
+  // Not a failover slot: no standby keeps it.
+  primary.failover = false;
+  EXPECT_FALSE(assess_slot(primary, 1 << 30, nullptr, &standby).healthy);
+  // Before PostgreSQL 17 there is nothing to say.
+  primary.failover.reset();
+  EXPECT_NE(format_status_text("s", primary, 1 << 30).find("failover              - (PostgreSQL"),
+            std::string::npos);
+}
+
+// run --standby's series: the gauge once a check answered, the checks by result always.
+TEST(Status, FailoverReadinessMetric) {
+  FailoverSample s;
+  s.failed_checks = 2;
+  std::string text = render_failover_prometheus(s);
+  EXPECT_EQ(text.find("outbox_relay_failover_ready "), std::string::npos) << text;
+  EXPECT_NE(text.find("outbox_relay_failover_checks_total{result=\"error\"} 2\n"),
+            std::string::npos)
+      << text;
+  s.checked = true;
+  s.ready = true;
+  s.ready_checks = 3;
+  text = render_failover_prometheus(s);
+  EXPECT_NE(text.find("# TYPE outbox_relay_failover_ready gauge\noutbox_relay_failover_ready 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("outbox_relay_failover_checks_total{result=\"ready\"} 3\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(Status, HumanBytes) {
   EXPECT_EQ(human_bytes(0), "0 B");
   EXPECT_EQ(human_bytes(1023), "1023 B");

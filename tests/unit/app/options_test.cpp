@@ -96,6 +96,17 @@ TEST(CommandLine, Setup) {
   EXPECT_TRUE(cl.setup.create_table);
 }
 
+// --failover of run and setup; status --standby.
+TEST(CommandLine, Failover) {
+  EXPECT_FALSE(parse_command_line({"--pg", "x", "--brokers", "k:1"}).run.failover);
+  EXPECT_TRUE(parse_command_line({"--pg", "x", "--brokers", "k:1", "--failover"}).run.failover);
+  EXPECT_FALSE(parse_command_line({"setup", "--pg", "x"}).setup.failover);
+  EXPECT_TRUE(parse_command_line({"setup", "--pg", "x", "--failover"}).setup.failover);
+  EXPECT_EQ(parse_command_line({"status", "--pg", "x", "--standby", "host=b"}).status.standby,
+            "host=b");
+  EXPECT_NE(error_of({"status", "--pg", "x", "--failover"}).find("--failover"), std::string::npos);
+}
+
 TEST(CommandLine, Status) {
   CommandLine cl = parse_command_line({"status", "--pg", "x"});
   EXPECT_EQ(cl.command, Command::kStatus);

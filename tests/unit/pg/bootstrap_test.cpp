@@ -90,6 +90,26 @@ TEST(SlotBootstrap, SqlFunctionOnAPlainConnection) {
   EXPECT_EQ(b.result().created_slot->to_string(), "0/5000060");
 }
 
+// --failover: a missing slot is created as a failover slot, on either kind of connection.
+TEST(SlotBootstrap, FailoverSlotOnEitherConnection) {
+  BootstrapOptions o = options(true, false, BootstrapPart::kSlot);
+  o.failover = true;
+  SlotBootstrap sql(o, SlotCreation::kSqlFunction);
+  sql.on_rows(kNone);
+  ASSERT_EQ(sql.step(), Step::kCreateSlot);
+  EXPECT_EQ(sql.sql(lit, ident),
+            "SELECT lsn::text FROM pg_catalog.pg_create_logical_replication_slot('outbox_slot', "
+            "'pgoutput', false, false, true)");
+  SlotBootstrap repl(o, SlotCreation::kReplicationCommand);
+  repl.on_rows(kNone);
+  ASSERT_EQ(repl.step(), Step::kCreateSlot);
+  EXPECT_EQ(repl.sql(lit, ident),
+            "CREATE_REPLICATION_SLOT \"outbox_slot\" LOGICAL pgoutput (SNAPSHOT 'nothing', "
+            "FAILOVER)");
+  repl.on_rows({{"outbox_slot", "0/5000060", std::nullopt, "pgoutput"}});
+  EXPECT_EQ(repl.result().created_slot->to_string(), "0/5000060");
+}
+
 TEST(SlotBootstrap, PublicationPartLeavesTheSlotAlone) {
   SlotBootstrap b(options(true, false, BootstrapPart::kPublication),
                   SlotCreation::kReplicationCommand);

@@ -6,6 +6,7 @@
 #include <iosfwd>
 
 #include "outbox/app/backlog.hpp"
+#include "outbox/app/failover.hpp"
 #include "outbox/app/options.hpp"
 #include "outbox/pg/admin.hpp"
 
@@ -20,17 +21,21 @@ struct SlotHealth {
   bool healthy = false;
   std::vector<std::string> problems;
 };
+// With a standby (status --standby), its copy of the slot is judged too.
 SlotHealth assess_slot(const std::optional<pg::SlotInfo>& slot, std::uint64_t max_retained_bytes,
-                       const BacklogStatus* backlog = nullptr);
+                       const BacklogStatus* backlog = nullptr,
+                       const StandbyCopy* standby = nullptr);
 // With a backlog, the report also shows the pending events and judges them.
 std::string format_status_text(const std::string& slot_name,
                                const std::optional<pg::SlotInfo>& slot,
                                std::uint64_t max_retained_bytes,
-                               const BacklogStatus* backlog = nullptr);
+                               const BacklogStatus* backlog = nullptr,
+                               const StandbyCopy* standby = nullptr);
 std::string format_status_json(const std::string& slot_name,
                                const std::optional<pg::SlotInfo>& slot,
                                std::uint64_t max_retained_bytes,
-                               const BacklogStatus* backlog = nullptr);
+                               const BacklogStatus* backlog = nullptr,
+                               const StandbyCopy* standby = nullptr);
 
 // Counts the pending outbox events of `slot` from a temporary copy of it (the slot does not
 // move). A failure to count is reported in the result (`error`), not thrown.

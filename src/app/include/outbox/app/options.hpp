@@ -59,6 +59,10 @@ struct Options {
   // --table was given. With --messages and no --table, the relay relays messages only
   // (relay.mapper.table is then empty).
   bool table_given = false;
+  // --failover: the slot is (made) a failover slot; the primary is checked first (failover.hpp).
+  bool failover = false;
+  // --standby: a standby whose copy of the slot /metrics reports (outbox_relay_failover_ready).
+  std::string standby;
   bool help = false;
   bool version = false;
 };
@@ -78,6 +82,7 @@ struct SetupOptions {
   // pg_logical_emit_message once it is revoked from PUBLIC.
   std::vector<std::string> message_writers;
   bool table_given = false;
+  bool failover = false;  // --failover: a failover slot, on a primary that protects it
   bool help = false;
 };
 
@@ -94,6 +99,8 @@ struct StatusOptions {
   std::uint64_t scan_limit = 100'000;  // pgoutput messages read at most
   std::optional<std::uint64_t> max_pending;
   std::optional<std::chrono::milliseconds> max_age;
+  // --standby: a standby whose synced copy of the (failover) slot is checked.
+  std::string standby;
   bool help = false;
 };
 

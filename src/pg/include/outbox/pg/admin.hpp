@@ -40,6 +40,18 @@ struct SlotInfo {
   std::optional<Lsn> flush_lsn;
   std::optional<std::string> reply_time;  // last standby status update received
   std::optional<std::string> flush_lag;   // interval, as PostgreSQL prints it
+  // PostgreSQL 17+ (nullopt before): a failover slot (a standby with sync_replication_slots
+  // keeps a copy), and a copy synced from the primary (on a standby, or on a promoted one).
+  std::optional<bool> failover;
+  std::optional<bool> synced;
+  bool temporary = false;
+  // Why the slot was invalidated (PostgreSQL 17+; nullopt before, or when it is not):
+  // wal_removed (max_slot_wal_keep_size), rows_removed, wal_level_insufficient, idle_timeout
+  // (PostgreSQL 18's idle_replication_slot_timeout).
+  std::optional<std::string> invalidation_reason;
+  // Since when the slot is inactive (PostgreSQL 17+), as PostgreSQL prints it.
+  std::optional<std::string> inactive_since;
+  bool in_recovery = false;  // the server inspected is a standby
 };
 
 struct PublicationInfo {
@@ -71,6 +83,7 @@ class AdminSession {
   std::string quote_identifier(const std::string& name) const;
   std::string quote_literal(const std::string& value) const;
   std::string server_version() const;            // e.g. "15.6"
+  int server_version_num() const;                // e.g. 150006, 180001
   std::string setting(const std::string& name);  // current_setting(name)
 
   std::optional<PublicationInfo> publication(const std::string& name);

@@ -42,6 +42,9 @@ struct BootstrapOptions {
   // even when `create` is set (a new slot would start after the events it missed).
   bool slot_was_held = false;
   BootstrapPart part = BootstrapPart::kBoth;
+  // Create a missing slot as a failover slot (PostgreSQL 17+), which a standby with
+  // sync_replication_slots = on keeps a synced copy of. An existing slot is taken as it is.
+  bool failover = false;
 };
 
 // An existing slot as pg_replication_slots shows it.

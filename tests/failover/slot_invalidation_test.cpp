@@ -1,0 +1,192 @@
+// A slot PostgreSQL invalidates while no relay reads it: the relay started on it stops with exit
+// code 4 and one line naming the cause (the invalidation reason and its setting) and the commands
+// that recover the events (drop, setup, reconcile --repair); following them puts every outbox
+// row in Kafka exactly once.
+//
+// Runs the real outbox-relay binary against the real PostgreSQL and Kafka that scripts/test.sh
+// starts (15 and 18). The settings that invalidate slots are server-wide (ALTER SYSTEM) and reset
+// by a scope guard; ctest runs tests one at a time, so no other test's slot is exposed to them.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "outbox_test/e2e_fixture.hpp"
+#include "outbox_test/kafka_admin.hpp"
+#include "outbox_test/kafka_reader.hpp"
+#include "outbox_test/pg_client.hpp"
+#include "outbox_test/relay_process.hpp"
+#include "outbox_test/support.hpp"
+
+namespace outbox_test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class SlotInvalidation : public E2eTest {
+ protected:
+  SlotInvalidation() : E2eTest({"inval", {"InvOrder", "InvCustomer"}, OUTBOX_TEST_LOG_DIR}) {}
+
+  void SetUp() override {
+    E2eTest::SetUp();
+    if (HasFatalFailure()) return;
+    status_interval_ = "200ms";
+    metrics_addr_ = "off";
+    pg_->exec("CREATE TABLE public." + table_ +
+              " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,"
+              " aggregateid text NOT NULL, type text NOT NULL, payload jsonb,"
+              " created_at timestamptz NOT NULL DEFAULT clock_timestamp())");
+    version_ = std::stoi(pg_->scalar("SHOW server_version_num").value_or("0"));
+  }
+
+  void insert_events(int transactions, int per_transaction, int first_seq) {
+    for (int t = 0; t < transactions; ++t) {
+      const int from = first_seq + t * per_transaction;
+      pg_->query("INSERT INTO public." + table_ +
+                     " (aggregatetype, aggregateid, type, payload) SELECT (ARRAY['" +
+                     aggregatetypes_[0] + "', '" + aggregatetypes_[1] +
+                     "'])[g % 2 + 1], 'agg-' || (g % 5), 'Created', jsonb_build_object('seq', g)"
+                     " FROM generate_series($1::bigint, $2::bigint) AS g ORDER BY g",
+                 {std::to_string(from), std::to_string(from + per_transaction - 1)});
+    }
+  }
+
+  CommandResult command(const std::string& name, const std::vector<std::string>& args) {
+    const std::string n = name + "_" + std::to_string(++commands_);
+    return run_to_end(relay_bin_, args, log_path(n + "_out"), log_path(n + "_err"), 120s);
+  }
+
+  std::string wal_status() {
+    return pg_->scalar("SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", {slot_})
+        .value_or("");
+  }
+
+  // The relay relays `count` events, then stops: the slot is inactive from here on.
+  void relay_then_stop(int count) {
+    RelayProcess& relay = start_relay();
+    ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+    insert_events(count / 2, 2, 0);
+    KafkaReader reader(brokers_, topics_);
+    ASSERT_TRUE(
+        reader.read_until([&](const auto& r) { return r.size() >= std::size_t(count); }, 60s))
+        << reader.records().size() << " of " << count << " events relayed within 60 s";
+    ASSERT_EQ(relay.terminate(40s), 0);
+  }
+
+  // A relay started on the lost slot: exit code 4 within 60 s; returns its log.
+  std::string relay_exits_4() {
+    RelayProcess& relay = start_relay();
+    const std::optional<int> code = relay.wait_exit(60s);
+    const std::string log = read_file(relay.log_path());
+    EXPECT_EQ(code, std::optional<int>(4)) << log;
+    return log;
+  }
+
+  // Follows the advice: drop, setup, reconcile --repair since the time it names (PostgreSQL 17+
+  // names inactive_since; 15 leaves it to the log, and the test uses 10m); then Kafka holds each
+  // of the `total` committed events once.
+  void recover_as_advised(const std::string& log, int total) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(log, m,
+                                  std::regex("outbox-relay reconcile [^\\n]* --since "
+                                             "('([^']+)'|[A-Z_]+)")))
+        << log;
+    const std::string since = m[2].matched ? m[2].str() : "10m";
+    if (version_ >= 170000) EXPECT_TRUE(m[2].matched) << "no inactive_since on 17+: " << log;
+    CommandResult drop = command("drop", {"drop", "--pg", conninfo_, "--slot", slot_,
+                                          "--publication", publication_, "--yes"});
+    ASSERT_EQ(drop.exit_code, 0) << drop.out << drop.err;
+    CommandResult setup =
+        command("setup", {"setup", "--pg", conninfo_, "--slot", slot_, "--publication",
+                          publication_, "--table", qualified_table()});
+    ASSERT_EQ(setup.exit_code, 0) << setup.out << setup.err;
+    CommandResult repair =
+        command("reconcile", {"reconcile", "--pg", conninfo_, "--brokers", brokers_, "--table",
+                              qualified_table(), "--column-time", "created_at", "--margin", "5m",
+                              "--since", since, "--repair", "--timeout", "30s"});
+    ASSERT_EQ(repair.exit_code, 0) << repair.out << repair.err;
+
+    std::set<std::string> ids;
+    for (const auto& r : pg_->query("SELECT id::text FROM " + qualified_table())) ids.insert(*r[0]);
+    ASSERT_EQ(ids.size(), std::size_t(total));
+    KafkaReader reader(brokers_, topics_);
+    reader.read_until([&](const auto& r) { return r.size() >= std::size_t(total); }, 60s);
+    reader.read_for(1s);
+    std::map<std::string, int> copies;
+    for (const Record& r : reader.records()) ++copies[r.headers.at("id")];
+    EXPECT_EQ(reader.records().size(), std::size_t(total));
+    for (const auto& id : ids) EXPECT_EQ(copies[id], 1) << id;
+  }
+
+  int version_ = 0;
+  int commands_ = 0;
+};
+
+// max_slot_wal_keep_size: the slot retains more WAL than allowed while the relay is down; the
+// checkpoint removes it. Every version.
+TEST_F(SlotInvalidation, WalRemovedExitsWithCode4NamingTheCauseAndTheRecovery) {
+  constexpr int kRelayed = 10, kMissed = 6;
+  ASSERT_NO_FATAL_FAILURE(relay_then_stop(kRelayed));
+  ScopeGuard reset([&] {
+    pg_->exec("ALTER SYSTEM RESET max_slot_wal_keep_size");
+    pg_->exec("SELECT pg_reload_conf()");
+  });
+  pg_->exec("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'");
+  pg_->exec("SELECT pg_reload_conf()");
+  insert_events(kMissed / 2, 2, kRelayed);
+  // A few WAL segments past the slot, then a checkpoint: the slot's WAL goes.
+  pg_->exec("CREATE TEMP TABLE wal_filler (x int)");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          pg_->exec("INSERT INTO wal_filler SELECT generate_series(1, 1000)");
+          pg_->scalar("SELECT pg_switch_wal()::text");
+        }
+        pg_->exec("CHECKPOINT");
+        return wal_status() == "lost";
+      },
+      60s, 200ms))
+      << "wal_status " << wal_status();
+
+  const std::string log = relay_exits_4();
+  EXPECT_NE(log.find("max_slot_wal_keep_size"), std::string::npos) << log;
+  if (version_ >= 170000) EXPECT_NE(log.find("wal_removed"), std::string::npos) << log;
+  EXPECT_NE(log.find("outbox-relay reconcile --pg"), std::string::npos) << log;
+  ASSERT_NO_FATAL_FAILURE(recover_as_advised(log, kRelayed + kMissed));
+}
+
+// PostgreSQL 18's idle_replication_slot_timeout: the slot is invalidated at a checkpoint once no
+// relay streamed from it for longer.
+TEST_F(SlotInvalidation, IdleTimeoutExitsWithCode4NamingTheCauseAndTheRecovery) {
+  if (version_ < 180000) GTEST_SKIP() << "idle_replication_slot_timeout is PostgreSQL 18's";
+  constexpr int kRelayed = 8, kMissed = 4;
+  ASSERT_NO_FATAL_FAILURE(relay_then_stop(kRelayed));
+  ScopeGuard reset([&] {
+    pg_->exec("ALTER SYSTEM RESET idle_replication_slot_timeout");
+    pg_->exec("SELECT pg_reload_conf()");
+  });
+  pg_->exec("ALTER SYSTEM SET idle_replication_slot_timeout = '1s'");
+  pg_->exec("SELECT pg_reload_conf()");
+  insert_events(kMissed / 2, 2, kRelayed);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        pg_->exec("CHECKPOINT");
+        return wal_status() == "lost";
+      },
+      60s, 500ms))
+      << "wal_status " << wal_status();
+
+  const std::string log = relay_exits_4();
+  EXPECT_NE(log.find("idle_timeout"), std::string::npos) << log;
+  EXPECT_NE(log.find("idle_replication_slot_timeout"), std::string::npos) << log;
+  EXPECT_NE(log.find("outbox-relay reconcile --pg"), std::string::npos) << log;
+  ASSERT_NO_FATAL_FAILURE(recover_as_advised(log, kRelayed + kMissed));
+}
+
+}  // namespace
+}  // namespace outbox_test
