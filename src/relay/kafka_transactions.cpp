@@ -2,6 +2,8 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <charconv>
+#include <string_view>
 
 #include "outbox/kafka/consumer.hpp"
 
@@ -37,7 +39,7 @@ void KafkaTransactions::before_record() {
     // partition, supersedes it. A failure makes the transaction abortable; a full queue only
     // loses the head start.
     const kafka::ProduceResult pr = producers_.current().produce(
-        checkpoint_record(host_.checkpoint_key(), pipeline_.kafka_committed().to_string()),
+        checkpoint_record(host_.checkpoint_key(), checkpoint_value(pipeline_.kafka_committed())),
         kCheckpointOpaque);
     if (pr.status == kafka::ProduceStatus::kFailed) checkpoint_error_ = pr.error;
   }
@@ -106,7 +108,23 @@ awaitable<std::string> KafkaTransactions::try_prepare() {
                                           config_.checkpoint_topic + " is not a WAL position: '" +
                                           read.bad + "'"});
       }
-      if (read.last) pipeline_.start_from_checkpoint(*read.last);
+      std::optional<Lsn> from = read.last;
+      if (from && read.timeline && *read.timeline != host_.timeline()) {
+        // Written before a promotion: valid up to where the new timeline left the old one.
+        const std::optional<Lsn> at = host_.switch_point(*read.timeline);
+        if (!at) {
+          log_->warn(
+              "event=checkpoint_not_used slot={} checkpoint={} timeline={} server_timeline={}: "
+              "its timeline is not in the server's history; the stream starts at the slot's "
+              "position (events may be sent again)",
+              config_.slot, from->to_string(), *read.timeline, host_.timeline());
+          from.reset();
+        } else if (*from > *at) {
+          host_.ghosts(*at, *from, *read.timeline);
+          from = at;
+        }
+      }
+      if (from) pipeline_.start_from_checkpoint(*from);
       txn_.set_checkpoint_read();
       log_->info("event=checkpoint_read slot={} topic={} key={} lsn={}", config_.slot,
                  config_.checkpoint_topic, quoted(host_.checkpoint_key()),
@@ -134,8 +152,25 @@ awaitable<KafkaTransactions::CheckpointRead> KafkaTransactions::read_checkpoint(
           plan.partitions,
           [&](const kafka::ConsumedRecord& r) {
             if (!r.key || *r.key != key || !r.value) return;
-            out.last = Lsn::parse(*r.value);
-            out.bad = out.last ? std::string() : std::string(*r.value);
+            // "LSN" (older relays) or "LSN timeline=N"; the last value of the key counts.
+            const std::string_view v = *r.value;
+            const std::size_t space = v.find(' ');
+            out.last = Lsn::parse(v.substr(0, space));
+            out.timeline.reset();
+            if (out.last && space != std::string_view::npos) {
+              const std::string_view t = v.substr(space + 1);
+              std::uint32_t tli = 0;
+              const auto [p, ec] =
+                  t.starts_with("timeline=")
+                      ? std::from_chars(t.data() + 9, t.data() + t.size(), tli)
+                      : std::from_chars_result{t.data(), std::errc::invalid_argument};
+              if (ec == std::errc() && p == t.data() + t.size()) {
+                out.timeline = tli;
+              } else {
+                out.last.reset();
+              }
+            }
+            out.bad = out.last ? std::string() : std::string(v);
           },
           kTxnTimeout);
     } catch (const std::runtime_error& e) {
@@ -158,6 +193,10 @@ void KafkaTransactions::begin() {
 }
 
 // The checkpoint record, key and value.
+std::string KafkaTransactions::checkpoint_value(Lsn lsn) const {
+  return lsn.to_string() + " timeline=" + std::to_string(host_.timeline());
+}
+
 kafka::Record KafkaTransactions::checkpoint_record(const std::string& key,
                                                    const std::string& value) const {
   return kafka::Record{config_.checkpoint_topic, key, value, {}, 0};
@@ -176,7 +215,7 @@ bool KafkaTransactions::commit_due(bool now) const {
 awaitable<void> KafkaTransactions::commit() {
   const Lsn through = std::max(pipeline_.produced_through(), pipeline_.kafka_committed());
   const std::string key = host_.checkpoint_key();
-  const std::string value = through.to_string();
+  const std::string value = checkpoint_value(through);
   const kafka::Record rec = checkpoint_record(key, value);
   txn_.to(TxnPhase::kCommitting);
   for (;;) {

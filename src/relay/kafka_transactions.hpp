@@ -51,6 +51,11 @@ class KafkaTransactions {
     virtual boost::asio::awaitable<void> wait_for_change(Clock::time_point until) = 0;
     virtual std::chrono::milliseconds backoff(int attempt) = 0;
     virtual std::string checkpoint_key() const = 0;
+    // The server's timeline now; where an ancestor timeline ended in its history.
+    virtual std::uint32_t timeline() const = 0;
+    virtual std::optional<pgoutput::Lsn> switch_point(std::uint32_t old_timeline) const = 0;
+    // Kafka holds events of `old_timeline` past its switch point `from`, up to `to`.
+    virtual void ghosts(pgoutput::Lsn from, pgoutput::Lsn to, std::uint32_t old_timeline) = 0;
     virtual void waiting_for_kafka(const std::string& reason) = 0;
     virtual void fenced(const std::string& error) = 0;  // a successor fenced the producers
     virtual void committed() = 0;                       // a commit moved the confirmable position
@@ -96,14 +101,18 @@ class KafkaTransactions {
 
  private:
   struct CheckpointRead {
-    std::optional<pgoutput::Lsn> last;  // the last checkpoint of this relay's key
-    std::string bad;                    // a value under the key that is not a WAL position
-    std::string error;                  // the topic could not be read (retried)
+    std::optional<pgoutput::Lsn> last;      // the last checkpoint of this relay's key
+    std::optional<std::uint32_t> timeline;  // the timeline it was written on (older: none)
+    std::string bad;                        // a value under the key that is not a WAL position
+    std::string error;                      // the topic could not be read (retried)
   };
   boost::asio::awaitable<std::string> try_prepare();
   boost::asio::awaitable<CheckpointRead> read_checkpoint();
   void begin();
   kafka::Record checkpoint_record(const std::string& key, const std::string& value) const;
+  // "LSN timeline=N": a checkpoint names its timeline, so that a relay started after a promotion
+  // knows whether it lies before the switch point (else: ghosts, and it resumes there).
+  std::string checkpoint_value(pgoutput::Lsn lsn) const;
 
   const RelayConfig& config_;
   Pipeline& pipeline_;

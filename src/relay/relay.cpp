@@ -277,13 +277,29 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
                                            "): the slot's history does not carry over"});
     }
     system_id_ = sys.system_id;
-    // What Kafka acknowledged is in this server's WAL, unchanged, only on the same timeline.
-    const bool history_continues = !timeline_ || *timeline_ == sys.timeline;
+    // The timeline's ancestors and where each ended: WAL before that point is the same on both.
+    history_.clear();
+    if (sys.timeline > 1) {
+      history_ = co_await conn_->timeline_history(sys.timeline, config_.connect_timeout);
+    }
+    // What Kafka acknowledged is in this server's WAL, unchanged, on the same timeline, and on a
+    // later one (a promotion) up to the point where it left the old one.
+    bool history_continues = !timeline_ || *timeline_ == sys.timeline;
     if (!history_continues) {
-      log_->warn(
-          "event=timeline_changed slot={} timeline={} was={}: events Kafka acknowledged after "
-          "the slot's position may be sent again",
-          config_.slot, sys.timeline, *timeline_);
+      if (const std::optional<Lsn> at = switch_point(*timeline_)) {
+        history_continues = true;
+        const Lsn past = pipeline_.timeline_switched(*at);
+        if (past > *at) ghosts(*at, past, *timeline_);
+        log_->warn(
+            "event=timeline_changed slot={} timeline={} was={} switch_point={}: resuming at what "
+            "Kafka acknowledged before it; nothing acknowledged is sent again",
+            config_.slot, sys.timeline, *timeline_, at->to_string());
+      } else {
+        log_->warn(
+            "event=timeline_changed slot={} timeline={} was={}: timeline {} is not in the new "
+            "one's history; events Kafka acknowledged after the slot's position may be sent again",
+            config_.slot, sys.timeline, *timeline_, *timeline_);
+      }
     }
     timeline_ = sys.timeline;
     co_await ensure_publication_and_slot();
@@ -353,6 +369,25 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
 
   // KafkaTransactions::Host.
   bool stopping() const override { return stopping_; }
+  std::uint32_t timeline() const override { return timeline_.value_or(0); }
+  std::optional<Lsn> switch_point(std::uint32_t old_timeline) const override {
+    const auto it = history_.find(old_timeline);
+    return it == history_.end() ? std::nullopt : std::optional<Lsn>(it->second);
+  }
+  // Kafka holds events of transactions the promoted server does not have: the old timeline's
+  // between where the new one left it and what was acknowledged (or checkpointed). Said loudly,
+  // never silently: consumers may have acted on them.
+  void ghosts(Lsn from, Lsn to, std::uint32_t old_timeline) override {
+    ++metrics_.timeline_ghosts;
+    log_->error(
+        "event=ghosts_published slot={} timeline={} from={} to={}: Kafka holds events of "
+        "timeline {} committed after the point where the promoted server's timeline left it; "
+        "those transactions do not exist on the promoted server (a failover without "
+        "synchronized_standby_slots on the primary: docs/failover.md). The relay resumes at {}. "
+        "Find the events with outbox-relay reconcile and compensate",
+        config_.slot, old_timeline, from.to_string(), to.to_string(), old_timeline,
+        from.to_string());
+  }
   Clock::time_point stop_deadline() const override { return stop_deadline_; }
   bool failed() const override { return fatal_.has_value(); }
   void waiting_for_kafka(const std::string& reason) override {
@@ -712,6 +747,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   std::optional<Fatal> fatal_;
   std::optional<std::string> system_id_;
   std::optional<std::uint32_t> timeline_;  // of the last session
+  pg::TimelineHistory history_;            // of timeline_ (empty on timeline 1)
   Clock::time_point stop_read_deadline_;   // see finishing_transaction()
   Clock::time_point stop_deadline_;        // a stop's end (--shutdown-timeout after it began)
   bool rewind_signalled_ = false;
