@@ -770,7 +770,9 @@ Table run_flags(Options& o) {
                       "the socket again, so WAL arrives in large segments (default\n"
                       "500us; 0 reads at once)"),
       flags::duration("--shutdown-timeout", r.shutdown_timeout,
-                      "how long a stop waits for in-flight deliveries (default 30s)"),
+                      "how long a stop may take: up to half of it reading on to the\n"
+                      "end of the transaction at hand, the rest for deliveries\n"
+                      "(default 30s)"),
       flags::duration("--publication-check-interval", r.publication_check_interval,
                       "longest time between two checks, while streaming, that the\n"
                       "publication publishes every insert into --table (default 30s;\n"

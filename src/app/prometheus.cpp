@@ -191,6 +191,11 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
 
   w.single("outbox_relay_reconnects_total", "counter",
            "Replication connections re-established after a failure.", m.reconnects);
+  w.single("outbox_relay_timeline_ghosts_total", "counter",
+           "Promotions after which Kafka held events of the old timeline past the point where the "
+           "new one left it: events of transactions the promoted server does not have "
+           "(event=ghosts_published names the WAL range).",
+           m.timeline_ghosts);
   w.single("outbox_relay_backpressure_seconds_total", "counter",
            "Seconds spent not reading WAL because too much was in flight.", m.backpressure_seconds);
 

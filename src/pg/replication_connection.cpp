@@ -262,6 +262,62 @@ awaitable<Rows> ReplicationConnection::exec_prepared(const std::string& name,
   co_return rows_of(c, r.get(), sql);
 }
 
+TimelineHistory parse_timeline_history(std::string_view content) {
+  std::string decoded;
+  if (content.starts_with("\\x")) {
+    // bytea in hex: two digits a byte.
+    auto digit = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    for (std::size_t i = 2; i + 1 < content.size(); i += 2) {
+      const int hi = digit(content[i]), lo = digit(content[i + 1]);
+      if (hi < 0 || lo < 0)
+        throw Error::unexpected_reply("TIMELINE_HISTORY", "hex", "a non-hex digit");
+      decoded += static_cast<char>(hi * 16 + lo);
+    }
+    content = decoded;
+  }
+  TimelineHistory history;
+  std::size_t line_no = 0;
+  while (!content.empty()) {
+    const std::size_t end = content.find('\n');
+    std::string_view line = content.substr(0, end);
+    content = end == std::string_view::npos ? std::string_view() : content.substr(end + 1);
+    ++line_no;
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    if (line.empty() || line.front() == '#') continue;
+    const std::size_t tab = line.find_first_of("\t ");
+    const std::string_view tli_text = line.substr(0, tab);
+    std::uint32_t tli = 0;
+    auto [p, ec] = std::from_chars(tli_text.data(), tli_text.data() + tli_text.size(), tli);
+    std::string_view rest =
+        tab == std::string_view::npos ? std::string_view() : line.substr(tab + 1);
+    while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
+    const std::string_view lsn_text = rest.substr(0, rest.find_first_of("\t "));
+    const std::optional<Lsn> lsn = Lsn::parse(lsn_text);
+    if (ec != std::errc() || p != tli_text.data() + tli_text.size() || !lsn) {
+      throw Error::unexpected_reply("TIMELINE_HISTORY",
+                                    "lines of parent timeline, switch point and reason",
+                                    "line " + std::to_string(line_no) + " unreadable");
+    }
+    history[tli] = *lsn;
+  }
+  return history;
+}
+
+awaitable<TimelineHistory> ReplicationConnection::timeline_history(std::uint32_t timeline,
+                                                                   Duration timeout) {
+  Rows rows = co_await exec("TIMELINE_HISTORY " + std::to_string(timeline), timeout);
+  if (rows.size() != 1 || rows[0].size() < 2 || !rows[0][1]) {
+    throw Error::unexpected_reply("TIMELINE_HISTORY", "one row of filename, content",
+                                  std::to_string(rows.size()) + " rows");
+  }
+  co_return parse_timeline_history(*rows[0][1]);
+}
+
 awaitable<SystemInfo> ReplicationConnection::identify_system(Duration timeout) {
   Rows rows = co_await exec("IDENTIFY_SYSTEM", timeout);
   if (rows.size() != 1 || rows[0].size() < 4 || !rows[0][0] || !rows[0][1] || !rows[0][2]) {

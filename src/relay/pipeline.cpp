@@ -129,6 +129,18 @@ void Pipeline::resume(bool history_continues) {
       cut_ ? cut_->final_lsn.to_string() : "none", cut_ ? cut_->inserts : 0);
 }
 
+Lsn Pipeline::timeline_switched(Lsn switch_point) {
+  const Lsn past = std::max(tracker_.confirmable(), kafka_committed_);
+  if (past <= switch_point) return Lsn{};
+  tracker_.forget_unacknowledged();
+  if (tracker_.confirmable() > switch_point) tracker_.rewind_to(switch_point);
+  if (kafka_committed_ > switch_point) kafka_committed_ = switch_point;
+  if (produced_through_ > switch_point) produced_through_ = switch_point;
+  txn_.reset();
+  cut_.reset();
+  return past;
+}
+
 void Pipeline::set_outbox_tree(bool partitioned, const std::vector<std::uint32_t>& relids) {
   outbox_partitioned_ = partitioned;
   tree_relids_ = std::unordered_set<std::uint32_t>(relids.begin(), relids.end());

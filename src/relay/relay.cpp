@@ -19,6 +19,7 @@
 #include <variant>
 
 #include "kafka_producers.hpp"
+#include "kafka_transactions.hpp"
 #include "outbox/kafka/consumer.hpp"
 #include "outbox/pg/bootstrap.hpp"
 #include "outbox/pg/publication_check.hpp"
@@ -27,6 +28,7 @@
 #include "outbox/pgoutput/wire.hpp"
 #include "outbox/relay/pipeline.hpp"
 #include "outbox/relay/read_pacer.hpp"
+#include "outbox/relay/status_reporter.hpp"
 #include "outbox/relay/txn_machine.hpp"
 #include "publication_checker.hpp"
 
@@ -55,23 +57,15 @@ constexpr std::chrono::milliseconds kConfirmDelay{100};
 // Longest wait, before a reconnected stream starts, for the deliveries still in flight.
 constexpr std::chrono::seconds kSettleTimeout{5};
 
-// Exactly-once: the opaque of a checkpoint record (the Pipeline never sees its report; its
-// transaction sequence numbers stay far below), and how long a transaction call may block.
-constexpr std::uint64_t kCheckpointOpaque = 1ULL << 61;
-constexpr std::chrono::seconds kTxnTimeout{30};
+constexpr std::uint64_t kCheckpointOpaque = KafkaTransactions::kCheckpointOpaque;
 constexpr const char* kSpareSuffix = KafkaProducers::kSpareSuffix;
-
-// Kafka cannot be used for now (exactly-once set-up): the session ends and is retried.
-struct KafkaUnavailable : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 // Frames handled between two turns of the io_context.
 constexpr std::size_t kYieldFrames = 256;
 
 }  // namespace
 
-class Relay::Impl : private Pipeline::Sink {
+class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
  public:
   Impl(asio::io_context& io, RelayConfig config)
       : io_(io),
@@ -84,14 +78,20 @@ class Relay::Impl : private Pipeline::Sink {
                     [this](const std::string& m) { on_kafka_refused(m); }}),
         wake_(io),
         pace_timer_(io),
-        status_timer_(io),
-        confirm_timer_(io),
+        status_(
+            io.get_executor(), config_.status_interval, kConfirmDelay,
+            [this] {
+              const Lsn flush = confirm_lsn();
+              return StatusReporter::Positions{std::max(flush, pipeline_.acknowledged()), flush};
+            },
+            [this](const StatusReporter::Positions& p) { return send_status(p); }),
         backoff_timer_(io),
         rng_(std::random_device{}()),
         pipeline_(config_, *this, metrics_, log_),
         checker_(io.get_executor(), config_, pipeline_, metrics_, log_,
                  {[this] { return conn_ && !leaving(); }, [this] { return leaving(); },
-                  [this] { wake_stream(); }, [this] { confirm_soon(); }}) {}
+                  [this] { wake_stream(); }, [this] { confirm_soon(); }}),
+        transactions_(config_, pipeline_, producers_, metrics_, log_, transactional_id(), *this) {}
 
   awaitable<int> run() {
     int attempt = 0;
@@ -125,12 +125,11 @@ class Relay::Impl : private Pipeline::Sink {
       } catch (const std::exception& e) {
         fail({kExitError, std::string("unexpected error: ") + e.what()});
       }
-      status_timer_.cancel();
-      confirm_timer_.cancel();
+      status_.stop();
       checker_.cancel_timer();
-      if (exactly_once() && txn_.phase() == TxnPhase::kOpen && !stopping_ && !fatal_ &&
+      if (exactly_once() && transactions_.phase() == TxnPhase::kOpen && !stopping_ && !fatal_ &&
           !pipeline_.rewinding()) {
-        co_await end_transaction_at_disconnect();
+        co_await transactions_.end_at_disconnect();
       }
       co_await checker_.await_background(true);
       pipeline_.on_disconnect();
@@ -162,7 +161,7 @@ class Relay::Impl : private Pipeline::Sink {
       boost::system::error_code ec;
       co_await backoff_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
     }
-    status_timer_.cancel();
+    status_.stop();
     if (pipeline_.tracker().inflight_events() > 0) {
       log_->warn(
           "event=stopped_with_unacknowledged slot={} events={} confirmed={}: they will be sent "
@@ -210,7 +209,7 @@ class Relay::Impl : private Pipeline::Sink {
   }
 
  private:
-  std::chrono::milliseconds backoff(int attempt) {
+  std::chrono::milliseconds backoff(int attempt) override {
     // Capped exponential backoff with jitter, so several relays do not retry in lockstep.
     return jittered(std::min<std::int64_t>(30'000, 200LL << std::min(attempt, 8)));
   }
@@ -231,7 +230,7 @@ class Relay::Impl : private Pipeline::Sink {
   }
 
   // The session ends: stop, failure, or a rewind after a refused batch.
-  bool leaving() const { return stopping_ || fatal_ || pipeline_.rewinding(); }
+  bool leaving() const override { return stopping_ || fatal_ || pipeline_.rewinding(); }
 
   // A graceful stop (SIGTERM) reads on to the end of the PostgreSQL transaction at hand, within
   // --shutdown-timeout, so that what it delivered can be confirmed whole and a restarted relay
@@ -259,7 +258,7 @@ class Relay::Impl : private Pipeline::Sink {
   }
 
   // Waits until notified (a delivery, a stop) or `until`.
-  awaitable<void> wait_for_change(Clock::time_point until) {
+  awaitable<void> wait_for_change(Clock::time_point until) override {
     waiting_ = true;
     wake_.expires_at(until);
     boost::system::error_code ec;
@@ -278,13 +277,29 @@ class Relay::Impl : private Pipeline::Sink {
                                            "): the slot's history does not carry over"});
     }
     system_id_ = sys.system_id;
-    // What Kafka acknowledged is in this server's WAL, unchanged, only on the same timeline.
-    const bool history_continues = !timeline_ || *timeline_ == sys.timeline;
+    // The timeline's ancestors and where each ended: WAL before that point is the same on both.
+    history_.clear();
+    if (sys.timeline > 1) {
+      history_ = co_await conn_->timeline_history(sys.timeline, config_.connect_timeout);
+    }
+    // What Kafka acknowledged is in this server's WAL, unchanged, on the same timeline, and on a
+    // later one (a promotion) up to the point where it left the old one.
+    bool history_continues = !timeline_ || *timeline_ == sys.timeline;
     if (!history_continues) {
-      log_->warn(
-          "event=timeline_changed slot={} timeline={} was={}: events Kafka acknowledged after "
-          "the slot's position may be sent again",
-          config_.slot, sys.timeline, *timeline_);
+      if (const std::optional<Lsn> at = switch_point(*timeline_)) {
+        history_continues = true;
+        const Lsn past = pipeline_.timeline_switched(*at);
+        if (past > *at) ghosts(*at, past, *timeline_);
+        log_->warn(
+            "event=timeline_changed slot={} timeline={} was={} switch_point={}: resuming at what "
+            "Kafka acknowledged before it; nothing acknowledged is sent again",
+            config_.slot, sys.timeline, *timeline_, at->to_string());
+      } else {
+        log_->warn(
+            "event=timeline_changed slot={} timeline={} was={}: timeline {} is not in the new "
+            "one's history; events Kafka acknowledged after the slot's position may be sent again",
+            config_.slot, sys.timeline, *timeline_, *timeline_);
+      }
     }
     timeline_ = sys.timeline;
     co_await ensure_publication_and_slot();
@@ -308,10 +323,10 @@ class Relay::Impl : private Pipeline::Sink {
     had_slot_ = true;
     streamed = true;
     // Status updates from now on, also while Kafka is waited for below.
-    arm_status_timer();
+    status_.start();
     // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
     // producer of it) and reads the checkpoint; what the server sends before it is skipped.
-    if (exactly_once()) co_await prepare_transactions();
+    if (exactly_once()) co_await transactions_.prepare();
     set_state(State::kStreaming, "");
     log_->info("event=streaming slot={} publication={} server_wal={} timeline={} start={}",
                config_.slot, config_.publication, sys.xlogpos.to_string(), sys.timeline,
@@ -339,9 +354,7 @@ class Relay::Impl : private Pipeline::Sink {
 
   // A newer producer of the transactional.id (a relay that took the slot over) fenced this one.
   void fail_fenced(const std::string& error) {
-    if (txn_.phase() != TxnPhase::kFenced && TxnMachine::allowed(txn_.phase(), TxnPhase::kFenced)) {
-      txn_.to(TxnPhase::kFenced);
-    }
+    transactions_.mark_fenced();
     fail({kExitError, "fenced: another producer initialised transactional.id " +
                           transactional_id() + " or " + transactional_id() + kSpareSuffix +
                           " (a relay that took over this slot); this one stops without "
@@ -350,248 +363,39 @@ class Relay::Impl : private Pipeline::Sink {
   }
 
   // The checkpoint's key: the database system and the slot (a slot name is only unique there).
-  std::string checkpoint_key() const { return system_id_.value_or("?") + "/" + config_.slot; }
-
-  // Before streaming: both producers' transactions initialised (which fences an older producer
-  // of the same transactional.id and ends its open transaction), then, once per process, the
-  // last committed checkpoint read with read_committed: the stream starts after it. Every Kafka
-  // wait runs on a worker thread: the replication connection goes on answering the server
-  // (status updates), and a broker that is away is waited out here, on the same connection,
-  // with backoff, instead of by reconnecting (which made the server decode again). Throws
-  // FatalError.
-  awaitable<void> prepare_transactions() {
-    int attempt = 0;
-    while (!leaving()) {
-      const std::string error = co_await try_prepare_transactions();
-      if (error.empty()) co_return;
-      const auto delay = backoff(attempt++);
-      set_state(State::kConnecting, "waiting for Kafka: " + error);
-      log_->warn("event=kafka_unavailable slot={} attempt={} in_ms={} reason={}", config_.slot,
-                 attempt, delay.count(), quoted(error));
-      const auto until = Clock::now() + delay;
-      while (!leaving() && Clock::now() < until) co_await wait_for_change(until);
-    }
+  std::string checkpoint_key() const override {
+    return system_id_.value_or("?") + "/" + config_.slot;
   }
 
-  // One try of prepare_transactions(): empty when ready, else why not (retried).
-  awaitable<std::string> try_prepare_transactions() {
-    if (txn_.phase() == TxnPhase::kUninitialised) txn_.to(TxnPhase::kInitialising);
-    if (txn_.phase() == TxnPhase::kInitialising) {
-      // In order, each once (librdkafka refuses a second init_transactions): a retry after the
-      // first succeeded goes on with the second. No swap happens before both are ready.
-      while (txn_.initialised() < 2) {
-        const bool first = txn_.initialised() == 0;
-        kafka::Producer& p = first ? producers_.current() : producers_.spare();
-        const std::string id = transactional_id() + (first ? "" : kSpareSuffix);
-        const kafka::TxnResult r = co_await p.init_transactions(kTxnTimeout);
-        if (r.outcome == kafka::TxnOutcome::kFenced) {
-          fail_fenced(r.error);
-          co_return std::string();
-        }
-        if (!r.ok()) {
-          txn_.to(TxnPhase::kUninitialised);
-          co_return "initialising Kafka transactions of transactional.id " + id + ": " + r.error;
-        }
-        txn_.producer_initialised();
-      }
-      txn_.to(TxnPhase::kCheckpoint);
-      log_->info("event=transactions_ready slot={} transactional_id={} spare={}{}", config_.slot,
-                 transactional_id(), transactional_id(), kSpareSuffix);
-    }
-    if (txn_.phase() == TxnPhase::kCheckpoint) {
-      if (!txn_.checkpoint_read()) {
-        const std::string error = co_await producers_.current().create_compacted_topic(
-            config_.checkpoint_topic, kTxnTimeout);
-        if (!error.empty()) co_return error;
-        const CheckpointRead read = co_await read_checkpoint();
-        if (!read.error.empty()) co_return read.error;
-        if (!read.bad.empty()) {
-          throw FatalError({kExitError, "checkpoint of " + checkpoint_key() + " in topic " +
-                                            config_.checkpoint_topic + " is not a WAL position: '" +
-                                            read.bad + "'"});
-        }
-        if (read.last) pipeline_.start_from_checkpoint(*read.last);
-        txn_.set_checkpoint_read();
-        log_->info("event=checkpoint_read slot={} topic={} key={} lsn={}", config_.slot,
-                   config_.checkpoint_topic, quoted(checkpoint_key()),
-                   read.last ? read.last->to_string() : "none");
-      }
-      txn_.to(TxnPhase::kReady);
-    }
-    if (txn_.phase() == TxnPhase::kReady) begin_kafka_transaction();
-    co_return std::string();
+  // KafkaTransactions::Host.
+  bool stopping() const override { return stopping_; }
+  std::uint32_t timeline() const override { return timeline_.value_or(0); }
+  std::optional<Lsn> switch_point(std::uint32_t old_timeline) const override {
+    const auto it = history_.find(old_timeline);
+    return it == history_.end() ? std::nullopt : std::optional<Lsn>(it->second);
   }
-
-  struct CheckpointRead {
-    std::optional<Lsn> last;  // the last checkpoint of this relay's key
-    std::string bad;          // a value under the key that is not a WAL position
-    std::string error;        // the topic could not be read (retried)
-  };
-
-  // Reads the checkpoint topic to its end (read_committed) on the Kafka worker thread.
-  awaitable<CheckpointRead> read_checkpoint() {
-    if (!kafka_worker_) kafka_worker_ = std::make_unique<asio::thread_pool>(1);
-    // Built as a local: GCC 12 destroys init-captures twice in a `co_return co_await` expression.
-    auto task = [consumer_config =
-                     kafka::ConsumerConfig{config_.producer.brokers, config_.producer.properties},
-                 topic = config_.checkpoint_topic,
-                 key = checkpoint_key()]() -> awaitable<CheckpointRead> {
-      CheckpointRead out;
-      try {
-        kafka::Consumer consumer(consumer_config);
-        const kafka::TopicPlan plan = consumer.plan(topic, std::nullopt, kTxnTimeout);
-        consumer.read(
-            plan.partitions,
-            [&](const kafka::ConsumedRecord& r) {
-              if (!r.key || *r.key != key || !r.value) return;
-              out.last = Lsn::parse(*r.value);
-              out.bad = out.last ? std::string() : std::string(*r.value);
-            },
-            kTxnTimeout);
-      } catch (const std::runtime_error& e) {
-        out.error = "reading checkpoint topic " + topic + ": " + e.what();
-      }
-      co_return out;
-    };
-    CheckpointRead read =
-        co_await asio::co_spawn(kafka_worker_->get_executor(), std::move(task), use_awaitable);
-    co_return read;
+  // Kafka holds events of transactions the promoted server does not have: the old timeline's
+  // between where the new one left it and what was acknowledged (or checkpointed). Said loudly,
+  // never silently: consumers may have acted on them.
+  void ghosts(Lsn from, Lsn to, std::uint32_t old_timeline) override {
+    ++metrics_.timeline_ghosts;
+    log_->error(
+        "event=ghosts_published slot={} timeline={} from={} to={}: Kafka holds events of "
+        "timeline {} committed after the point where the promoted server's timeline left it; "
+        "those transactions do not exist on the promoted server (a failover without "
+        "synchronized_standby_slots on the primary: docs/failover.md). The relay resumes at {}. "
+        "Find the events with outbox-relay reconcile and compensate",
+        config_.slot, old_timeline, from.to_string(), to.to_string(), old_timeline,
+        from.to_string());
   }
-
-  void begin_kafka_transaction() {
-    const kafka::TxnResult r = producers_.current().begin_transaction();
-    if (!r.ok()) throw KafkaUnavailable("beginning a Kafka transaction: " + r.error);
-    txn_.to(TxnPhase::kOpen);
-    txn_records_ = 0;
-    txn_started_ = Clock::now();
-    checkpoint_error_.reset();
+  Clock::time_point stop_deadline() const override { return stop_deadline_; }
+  bool failed() const override { return fatal_.has_value(); }
+  void waiting_for_kafka(const std::string& reason) override {
+    set_state(State::kConnecting, reason);
   }
-
-  // The checkpoint record, key and value.
-  kafka::Record checkpoint_record(const std::string& key, const std::string& value) const {
-    return kafka::Record{config_.checkpoint_topic, key, value, {}, 0};
-  }
-
-  // A Kafka transaction may end here: one is open, no PostgreSQL transaction is (a Kafka
-  // transaction carries whole ones), something past the last commit was handled, and `now`.
-  bool commit_due(bool now) const {
-    return now && txn_.phase() == TxnPhase::kOpen && !pipeline_.in_transaction() &&
-           pipeline_.produced_through() > pipeline_.kafka_committed();
-  }
-
-  // Ends the open Kafka transaction: the checkpoint record (end of the last PostgreSQL
-  // transaction in it) goes in, every report is awaited, then the commit; the slot may then be
-  // confirmed through the checkpoint. A failure aborts and rewinds to the last commit.
-  awaitable<void> commit_kafka_transaction() {
-    const Lsn through = std::max(pipeline_.produced_through(), pipeline_.kafka_committed());
-    const std::string key = checkpoint_key();
-    const std::string value = through.to_string();
-    const kafka::Record rec = checkpoint_record(key, value);
-    txn_.to(TxnPhase::kCommitting);
-    for (;;) {
-      const kafka::ProduceResult pr = producers_.current().produce(rec, kCheckpointOpaque);
-      if (pr.status == kafka::ProduceStatus::kQueued) break;
-      if (pr.status == kafka::ProduceStatus::kFailed) {
-        checkpoint_error_ = pr.error;
-        break;
-      }
-      co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
-      if (leaving()) break;
-    }
-    while (!checkpoint_error_ && producers_.current().queued() > 0 && !leaving()) {
-      co_await wait_for_change(Clock::now() + std::chrono::milliseconds(100));
-    }
-    if (fatal_) co_return;
-    kafka::TxnResult r;
-    if (checkpoint_error_) {
-      r = {kafka::TxnOutcome::kAbortable, "checkpoint record: " + *checkpoint_error_};
-    } else if (pipeline_.rewinding()) {
-      r = {kafka::TxnOutcome::kAbortable, "a record of the transaction failed"};
-    } else {
-      // On the producer's worker thread: the replication connection is served meanwhile. A
-      // broker away (a timeout, retriable) is waited out with the same commit, called again,
-      // for as long as it takes; a stop gives up at its deadline (the transaction is then
-      // aborted by the coordinator and sent again on the next start: nothing is lost).
-      const auto t0 = Clock::now();
-      for (int attempt = 1;; ++attempt) {
-        r = co_await producers_.current().commit_transaction(kTxnTimeout);
-        if (r.outcome != kafka::TxnOutcome::kRetriable || fatal_ ||
-            (stopping_ && Clock::now() >= stop_deadline_)) {
-          break;
-        }
-        log_->warn("event=kafka_commit_retry slot={} attempt={} error={}", config_.slot, attempt,
-                   quoted(r.error));
-      }
-      metrics_.kafka_commit_seconds.observe(
-          std::chrono::duration<double>(Clock::now() - t0).count());
-      if (fatal_ && txn_.phase() == TxnPhase::kFenced) co_return;
-    }
-    switch (r.outcome) {
-      case kafka::TxnOutcome::kOk:
-        txn_.to(TxnPhase::kReady);
-        ++metrics_.kafka_transactions_committed;
-        pipeline_.kafka_committed(through);
-        confirm_soon();
-        producers_.take_turns();
-        begin_kafka_transaction();
-        co_return;
-      case kafka::TxnOutcome::kFenced:
-        fail_fenced(r.error);
-        co_return;
-      case kafka::TxnOutcome::kAbortable:
-      case kafka::TxnOutcome::kRetriable:
-      case kafka::TxnOutcome::kFatal:
-        ++metrics_.kafka_transactions_aborted;
-        pipeline_.abort_kafka_transaction("Kafka transaction not committed: " + r.error);
-        if (r.outcome != kafka::TxnOutcome::kFatal) {
-          co_await abort_kafka_transaction();
-        } else {
-          txn_.to(TxnPhase::kAborting);
-          txn_.to(TxnPhase::kReady);
-        }
-        after_delivery();
-        co_return;
-    }
-  }
-
-  // The session ended with a Kafka transaction open: it commits when it holds whole PostgreSQL
-  // transactions, else it is aborted and the relay rewinds to the last commit. Either way a
-  // relay fenced meanwhile (a successor holds the slot) learns it here and stops.
-  // Between two PostgreSQL transactions it commits even with nothing new in it (then its one
-  // record repeats the last checkpoint): the commit is also the probe by which a relay frozen
-  // and taken over learns it was fenced, and a transaction just begun has not met the
-  // coordinator yet.
-  awaitable<void> end_transaction_at_disconnect() {
-    if (!pipeline_.in_transaction()) {
-      co_await commit_kafka_transaction();
-      co_return;
-    }
-    ++metrics_.kafka_transactions_aborted;
-    pipeline_.abort_kafka_transaction(
-        "the connection ended inside a PostgreSQL transaction: its Kafka transaction is aborted");
-    co_await abort_kafka_transaction();
-  }
-
-  // Aborts the open Kafka transaction (on the producer's worker thread); a producer fenced
-  // meanwhile stops the relay. A rewind to the last commit follows (new producers).
-  awaitable<void> abort_kafka_transaction() {
-    txn_.to(TxnPhase::kAborting);
-    if (stopping_ && Clock::now() >= stop_deadline_) {
-      // Out of time to stop: the next start's init_transactions aborts it on the coordinator.
-      txn_.to(TxnPhase::kReady);
-      co_return;
-    }
-    const kafka::TxnResult r = co_await producers_.current().abort_transaction(kTxnTimeout);
-    if (r.outcome == kafka::TxnOutcome::kFenced) {
-      fail_fenced(r.error);
-      co_return;
-    }
-    if (!r.ok()) {
-      // New producers initialise the transactional.id again, which aborts it on the coordinator.
-      log_->warn("event=kafka_abort_failed slot={} error={}", config_.slot, quoted(r.error));
-    }
-    txn_.to(TxnPhase::kReady);
-  }
+  void fenced(const std::string& error) override { fail_fenced(error); }
+  void committed() override { confirm_soon(); }
+  void aborted() override { after_delivery(); }
 
   // Waits (at most kSettleTimeout) until Kafka acknowledged every record in flight, so that the
   // transactions they belong to are not sent again after a reconnect.
@@ -676,9 +480,8 @@ class Relay::Impl : private Pipeline::Sink {
       if (stream_ends()) co_return;
       checker_.on_stream_turn();  // a check due starts beside the stream; a failed one throws
       if (exactly_once() &&
-          commit_due(Clock::now() - txn_started_ >= config_.transaction_interval ||
-                     pipeline_.paused())) {
-        co_await commit_kafka_transaction();
+          transactions_.commit_due(transactions_.interval_passed() || pipeline_.paused())) {
+        co_await transactions_.commit();
         continue;
       }
       if (pipeline_.backpressured()) {
@@ -709,8 +512,8 @@ class Relay::Impl : private Pipeline::Sink {
           continue;
         }
         // Nothing to read: a Kafka transaction with records commits now.
-        if (exactly_once() && commit_due(true)) {
-          co_await commit_kafka_transaction();
+        if (exactly_once() && transactions_.commit_due(true)) {
+          co_await transactions_.commit();
           continue;
         }
         try {
@@ -761,8 +564,8 @@ class Relay::Impl : private Pipeline::Sink {
     // The server sends an unrequested keepalive when our reported position lags its own while it
     // waits for WAL (e.g. busy unpublished tables): answer soon so the slot does not hold WAL.
     if (k.reply_requested ||
-        (k.idle_advanced && Clock::now() - last_status_sent_ >= std::chrono::seconds(1))) {
-      send_status();
+        (k.idle_advanced && Clock::now() - status_.last_sent() >= std::chrono::seconds(1))) {
+      send_status_now();
     }
   }
 
@@ -775,7 +578,7 @@ class Relay::Impl : private Pipeline::Sink {
       rewind_signalled_ = true;  // once: the stop sequence's own waits must not be cut short
       wake_all();
     }
-    if (waiting_ && (txn_.committing() || !pipeline_.paused() || leaving() ||
+    if (waiting_ && (transactions_.committing() || !pipeline_.paused() || leaving() ||
                      pipeline_.below_low_watermark())) {
       wake_.cancel();
     }
@@ -784,17 +587,7 @@ class Relay::Impl : private Pipeline::Sink {
   // Pipeline::Sink over the two producers.
   kafka::ProduceResult produce(const kafka::Record& record, std::uint64_t opaque,
                                Pipeline::Route route) override {
-    if (exactly_once() && txn_records_ == 0) {
-      // The checkpoint's partition joins the Kafka transaction with its first record, in the
-      // same AddPartitionsToTxn round trip, not at the commit: the record repeats the last
-      // committed checkpoint, and the commit's own record, later in the partition, supersedes it.
-      // A failure makes the transaction abortable; a full queue only loses the head start.
-      const kafka::ProduceResult pr = producers_.current().produce(
-          checkpoint_record(checkpoint_key(), pipeline_.kafka_committed().to_string()),
-          kCheckpointOpaque);
-      if (pr.status == kafka::ProduceStatus::kFailed) checkpoint_error_ = pr.error;
-    }
-    ++txn_records_;
+    if (exactly_once()) transactions_.before_record();
     // Exactly-once: every record goes in the transaction (nothing else is in flight anyway).
     return producers_.produce(record, opaque, route == Pipeline::Route::kAlone);
   }
@@ -804,7 +597,7 @@ class Relay::Impl : private Pipeline::Sink {
   // others are the Pipeline's.
   void on_delivery(const kafka::Delivery& d) {
     if (d.opaque == kCheckpointOpaque) {
-      if (!d.ok) checkpoint_error_ = d.error;
+      transactions_.on_checkpoint_delivery(d);
     } else {
       pipeline_.on_delivery(d);
     }
@@ -847,7 +640,7 @@ class Relay::Impl : private Pipeline::Sink {
 
   void rewind() {
     producers_.renew();  // reports still due are dropped: those records are sent again
-    txn_.reset();
+    transactions_.producers_renewed();
     pipeline_.rewound();
     rewind_signalled_ = false;
   }
@@ -858,49 +651,36 @@ class Relay::Impl : private Pipeline::Sink {
         .count();
   }
 
-  void arm_status_timer() {
-    status_timer_.expires_after(config_.status_interval);
-    status_timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec) return;
-      send_status();
-      arm_status_timer();
-    });
-  }
-
-  // A status update kConfirmDelay from now when the confirmable position passed what the slot
-  // was last told; a check soon when the acknowledged prefix passed the verified position.
-  // Nothing is armed while nothing advances: no wake-ups while idle.
+  // A status update soon when the confirmable position passed what the slot was last told
+  // (StatusReporter); a check soon when the acknowledged prefix passed the verified position.
   void confirm_soon() {
     if (!conn_ || leaving()) return;
     if (pipeline_.waiting_for_check()) checker_.schedule();
-    if (confirm_armed_ || confirm_lsn() <= last_reported_) return;
-    confirm_armed_ = true;
-    confirm_timer_.expires_after(kConfirmDelay);
-    confirm_timer_.async_wait([this](const boost::system::error_code& ec) {
-      confirm_armed_ = false;
-      if (!ec) send_status();
-    });
+    status_.confirm_soon();
   }
 
-  void send_status() {
+  void send_status_now() {
     if (!conn_ || !conn_->connected()) return;
+    status_.send_now();
+  }
+
+  // StatusReporter's send: write is what the relay has handled (pg_stat_replication.write_lsn);
+  // only flush, the verified position, moves the slot.
+  bool send_status(const StatusReporter::Positions& p) {
+    if (!conn_ || !conn_->connected()) return false;
     checker_.schedule();
-    Lsn flush = confirm_lsn();
     try {
-      // write: what the relay has handled (pg_stat_replication.write_lsn); only flush, the
-      // verified position, moves the slot.
-      conn_->send_status(std::max(flush, pipeline_.acknowledged()), flush, false);
-      last_status_sent_ = Clock::now();
+      conn_->send_status(p.write, p.flush, false);
     } catch (const pg::Error& e) {
       // The read loop sees the broken connection and reconnects.
       log_->debug("event=status_failed slot={} error={}", config_.slot, quoted(e.what()));
-      return;
+      return false;
     }
-    if (flush != last_reported_) {
-      log_->debug("event=confirmed slot={} lsn={} received={}", config_.slot, flush.to_string(),
+    if (p.flush != status_.last_reported()) {
+      log_->debug("event=confirmed slot={} lsn={} received={}", config_.slot, p.flush.to_string(),
                   pipeline_.received().to_string());
-      last_reported_ = flush;
     }
+    return true;
   }
 
   // A stop with acknowledged transactions past the last passing publication check checks once
@@ -930,17 +710,17 @@ class Relay::Impl : private Pipeline::Sink {
     while (!kafka_refused_ && producers_.queued() > 0 && Clock::now() < deadline) {
       co_await wait_for_change(deadline);
     }
-    if (exactly_once() && txn_.phase() == TxnPhase::kOpen) {
+    if (exactly_once() && transactions_.phase() == TxnPhase::kOpen) {
       // Whole PostgreSQL transactions commit; a part of one is aborted and sent again next time.
-      if (!fatal_ && !pipeline_.rewinding() && commit_due(true)) {
-        co_await commit_kafka_transaction();
-      } else if (txn_records_ > 0 || pipeline_.in_transaction()) {
-        co_await abort_kafka_transaction();
+      if (!fatal_ && !pipeline_.rewinding() && transactions_.commit_due(true)) {
+        co_await transactions_.commit();
+      } else if (transactions_.records() > 0 || pipeline_.in_transaction()) {
+        co_await transactions_.abort();
       }
     }
     co_await final_check();
-    send_status();
-    status_timer_.cancel();
+    send_status_now();
+    status_.stop();
     log_->info("event=final_confirm slot={} lsn={} unacknowledged={}", config_.slot,
                confirm_lsn().to_string(), pipeline_.tracker().inflight_events());
     try {
@@ -957,9 +737,7 @@ class Relay::Impl : private Pipeline::Sink {
   std::unique_ptr<pg::ReplicationConnection> conn_;
   asio::steady_timer wake_;
   asio::steady_timer pace_timer_;  // the read pause of stream()
-  asio::steady_timer status_timer_;
-  asio::steady_timer confirm_timer_;  // see confirm_soon()
-  bool confirm_armed_ = false;
+  StatusReporter status_;
   asio::steady_timer backoff_timer_;
   std::mt19937_64 rng_;
   bool reading_wait_ = false;  // stream() waits on the replication socket
@@ -969,24 +747,17 @@ class Relay::Impl : private Pipeline::Sink {
   std::optional<Fatal> fatal_;
   std::optional<std::string> system_id_;
   std::optional<std::uint32_t> timeline_;  // of the last session
-  // Exactly-once: the transaction cycle (txn_machine.hpp); the open Kafka transaction's start and
-  // record count; a failed checkpoint record; the thread the checkpoint topic is read on.
-  TxnMachine txn_;
-  Clock::time_point txn_started_;
-  std::size_t txn_records_ = 0;
-  std::optional<std::string> checkpoint_error_;
-  std::unique_ptr<asio::thread_pool> kafka_worker_;
-  Clock::time_point stop_read_deadline_;  // see finishing_transaction()
-  Clock::time_point stop_deadline_;       // a stop's end (--shutdown-timeout after it began)
-  Lsn last_reported_;
-  Clock::time_point last_status_sent_;
+  pg::TimelineHistory history_;            // of timeline_ (empty on timeline 1)
+  Clock::time_point stop_read_deadline_;   // see finishing_transaction()
+  Clock::time_point stop_deadline_;        // a stop's end (--shutdown-timeout after it began)
   bool rewind_signalled_ = false;
   bool kafka_refused_ = false;  // a broker refused the credentials or certificate: exiting
   Lsn last_rewind_at_;  // confirmed position at the last rewind  // wake_all() ran for the rewind
                         // under way
   Metrics metrics_;
   Pipeline pipeline_;           // it refers to config_, metrics_ and the producers (as its Sink)
-  PublicationChecker checker_;  // last: it refers to the pipeline
+  PublicationChecker checker_;  // it refers to the pipeline
+  KafkaTransactions transactions_;  // last: it refers to the pipeline and the producers
 };
 
 Relay::Relay(asio::io_context& io, RelayConfig config)

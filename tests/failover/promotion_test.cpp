@@ -308,21 +308,31 @@ TEST_P(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost
             << " commits before the crash, " << commits() - at_crash << " after\n";
 
   const std::string log = read_file(relay.log_path());
+  // The relay resumed at what Kafka acknowledged before the new timeline's switch point
+  // (TIMELINE_HISTORY), not at the synced slot's position.
+  EXPECT_NE(log.find("switch_point="), std::string::npos) << tail_file(relay.log_path(), 40);
   if (GetParam().protected_slot) {
     EXPECT_EQ(ghosts, 0u) << "events of transactions the promoted database lacks";
+    EXPECT_EQ(log.find("event=ghosts_published"), std::string::npos);
+    if (GetParam().delivery == std::string("exactly-once")) {
+      EXPECT_EQ(duplicates, 0u) << "an event visible twice to a read_committed consumer across "
+                                   "the promotion";
+    }
   } else {
-    // As documented: the relay warned at start, and events of transactions lost at the
-    // promotion reached Kafka.
+    // As documented: the relay warned at start, events of transactions lost at the promotion
+    // reached Kafka, and the relay said so with the WAL range.
     EXPECT_NE(log.find("event=failover_unprotected"), std::string::npos);
     EXPECT_GT(ghosts, 0u) << "the standby missed transactions the relay had published";
+    EXPECT_NE(log.find("event=ghosts_published"), std::string::npos)
+        << "ghosts reached Kafka and the relay said nothing";
   }
   // The relay found the promoted standby by itself (a new timeline) and still streams.
   expect_graceful_stop(relay);
 }
 
 // At-least-once, and exactly-once read read_committed: the same guarantees (nothing missing, no
-// ghost, order); the re-sent count is printed (exactly-once across a promotion is not promised
-// yet: docs/failover.md).
+// ghost, order), and exactly-once shows 0 duplicates across the promotion; the re-sent count of
+// at-least-once is printed.
 // Unprotected (no synchronized_standby_slots): the misconfiguration, as documented, publishes
 // ghosts.
 INSTANTIATE_TEST_SUITE_P(Delivery, Promotion,

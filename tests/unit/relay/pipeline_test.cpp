@@ -490,3 +490,54 @@ TEST_F(ReconnectTest, ARewindProducesTheCutTransactionAgain) {
 
 }  // namespace
 }  // namespace outbox::relay
+
+namespace outbox::relay {
+namespace {
+
+// After a promotion: what was acknowledged before the switch point stays acknowledged (and
+// skipped when the server sends it again); what lay past it goes back to it, so that the new
+// timeline's own transactions there are sent.
+TEST_F(PipelineTest, TimelineSwitchKeepsWhatLiesBeforeTheSwitchPoint) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  report(sink_.records[0], true);
+  ASSERT_EQ(p.acknowledged(), Lsn{0x1010});
+  EXPECT_EQ(p.timeline_switched(Lsn{0x2000}), Lsn{}) << "nothing lay past the switch point";
+  EXPECT_EQ(p.acknowledged(), Lsn{0x1010});
+  p.on_disconnect();
+  p.resume(true);
+  // Sent again by the promoted server: skipped, not produced twice.
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  EXPECT_EQ(sink_.records.size(), 1u);
+}
+
+TEST_F(PipelineTest, TimelineSwitchBeforeTheAcknowledgedPrefixGoesBackToIt) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  ASSERT_EQ(step(begin(0x3000)), Step::kDone);
+  ASSERT_EQ(step(insert("ghost", "a")), Step::kDone);
+  ASSERT_EQ(step(commit(0x3000, 0x3010)), Step::kDone);
+  report(sink_.records[0], true);
+  report(sink_.records[1], true);
+  ASSERT_EQ(p.acknowledged(), Lsn{0x3010});
+  // The new timeline left the old one at 0x2000: the second transaction is a ghost.
+  EXPECT_EQ(p.timeline_switched(Lsn{0x2000}), Lsn{0x3010}) << "how far past it Kafka was";
+  EXPECT_EQ(p.acknowledged(), Lsn{0x2000});
+  p.on_disconnect();
+  p.resume(true);
+  // The promoted server's own transaction at the same positions is new: sent, not skipped.
+  ASSERT_EQ(step(begin(0x3000)), Step::kDone);
+  ASSERT_EQ(step(insert("new", "a")), Step::kDone);
+  ASSERT_EQ(step(commit(0x3000, 0x3010)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 3u);
+  EXPECT_EQ(sink_.records[2].id, "new");
+}
+
+}  // namespace
+}  // namespace outbox::relay

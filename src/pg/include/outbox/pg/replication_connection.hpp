@@ -13,10 +13,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "outbox/pg/error.hpp"  // pg::Error, thrown by every call below
@@ -32,6 +34,13 @@ struct SystemInfo {
   Lsn xlogpos;
   std::string dbname;
 };
+
+// A timeline's history (TIMELINE_HISTORY): for each ancestor timeline, the WAL position where it
+// ended and its child began. WAL before that position is the same on both.
+using TimelineHistory = std::map<std::uint32_t, Lsn>;
+// Parses a timeline history file ("parentTLI<TAB>switchpoint<TAB>reason" lines, '#' comments;
+// the content may come hex-encoded as bytea). Throws Error naming the line it cannot read.
+TimelineHistory parse_timeline_history(std::string_view content);
 
 using Row = std::vector<std::optional<std::string>>;
 using Rows = std::vector<Row>;
@@ -58,6 +67,9 @@ class ReplicationConnection {
                                              Duration timeout);
 
   boost::asio::awaitable<SystemInfo> identify_system(Duration timeout);
+  // TIMELINE_HISTORY of `timeline` (> 1; replication connections, before START_REPLICATION).
+  boost::asio::awaitable<TimelineHistory> timeline_history(std::uint32_t timeline,
+                                                           Duration timeout);
 
   // Sends START_REPLICATION ... LOGICAL and enters CopyBoth.
   boost::asio::awaitable<void> start_replication(const std::string& command, Duration timeout);

@@ -71,6 +71,8 @@ struct Metrics {
       0;  // the producer stopped; see Pipeline::begin_rewind()
   std::uint64_t transactions_confirmed = 0;
   std::uint64_t reconnects = 0;
+  // Promotions after which Kafka held events of the old timeline past its switch point (ghosts).
+  std::uint64_t timeline_ghosts = 0;
   // Changes the stream carried that are not outbox events, by reason: other_table, update,
   // delete, truncate.
   std::map<std::string, std::uint64_t, std::less<>> skipped_changes;

@@ -112,6 +112,12 @@ class Pipeline {
   // before the acknowledged prefix, and the acknowledged first inserts of the transaction the
   // connection cut (DESIGN.md, "No re-send after a reconnect").
   void resume(bool history_continues);
+  // After a promotion, before resume(): the new timeline's WAL is the old one's only up to
+  // `switch_point`. What was acknowledged or committed past it belongs to transactions the new
+  // timeline does not have (ghosts, reported by the relay); the watermark and the exactly-once
+  // checkpoint go back to it, so that the new timeline's own transactions after it are sent,
+  // never skipped. Returns how far past it they were (Lsn{} when nothing was).
+  Lsn timeline_switched(Lsn switch_point);
 
   // The slot may be confirmed up to what Kafka acknowledged, and never past the WAL position of
   // the last publication check that passed: inserts hidden by a publication altered since are

@@ -1,0 +1,49 @@
+#include "outbox/relay/status_reporter.hpp"
+
+namespace outbox::relay {
+
+StatusReporter::StatusReporter(boost::asio::any_io_executor executor,
+                               std::chrono::milliseconds interval,
+                               std::chrono::milliseconds confirm_delay,
+                               std::function<Positions()> positions, Send send)
+    : interval_(interval),
+      confirm_delay_(confirm_delay),
+      positions_(std::move(positions)),
+      send_(std::move(send)),
+      cadence_(executor),
+      confirm_(executor) {}
+
+void StatusReporter::start() { arm_cadence(); }
+
+void StatusReporter::arm_cadence() {
+  cadence_.expires_after(interval_);
+  cadence_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    send_now();
+    arm_cadence();
+  });
+}
+
+void StatusReporter::confirm_soon() {
+  if (confirm_armed_ || positions_().flush <= last_reported_) return;
+  confirm_armed_ = true;
+  confirm_.expires_after(confirm_delay_);
+  confirm_.async_wait([this](const boost::system::error_code& ec) {
+    confirm_armed_ = false;
+    if (!ec) send_now();
+  });
+}
+
+void StatusReporter::send_now() {
+  const Positions p = positions_();
+  if (!send_(p)) return;
+  last_sent_ = Clock::now();
+  last_reported_ = p.flush;
+}
+
+void StatusReporter::stop() {
+  cadence_.cancel();
+  confirm_.cancel();
+}
+
+}  // namespace outbox::relay
