@@ -2,7 +2,8 @@
 # The whole test run, as CI does it (.ci/run):
 #   1. scripts/install-deps.sh
 #   2. configure + build in build/ (CMake, Ninja, RelWithDebInfo)
-#   3. start PostgreSQL and Kafka (scripts/pg-up.sh, scripts/kafka-up.sh)
+#   3. start PostgreSQL and Kafka (scripts/pg-up.sh, scripts/kafka-up.sh), and nats-server
+#      (scripts/nats-up.sh)
 #   4. ctest in build/
 #   5. unless OUTBOX_SKIP_FUZZ is set:
 #        unit_* targets built with ASan+UBSan in build-asan/, then ctest there on the tests
@@ -46,6 +47,9 @@ cleanup() {
   if [ -z "${OUTBOX_KEEP_SERVICES:-}" ]; then
     "$REPO/scripts/kafka-down.sh"
     "$REPO/scripts/pg-down.sh"
+  fi
+  if [ -z "${OUTBOX_KEEP_SERVICES:-}" ]; then
+    "$REPO/scripts/nats-down.sh"
   fi
   log "timings:"
   local t
@@ -91,6 +95,8 @@ wait "$pg_job" || pg_rc=$?
 wait "$kafka_job" || kafka_rc=$?
 [ "$pg_rc" -eq 0 ] || die "pg-up.sh failed ($pg_rc)"
 [ "$kafka_rc" -eq 0 ] || die "kafka-up.sh failed ($kafka_rc)"
+# NATS JetStream (the tests labelled nats): starts in well under a second.
+"$REPO/scripts/nats-up.sh" >/dev/null || die "nats-up.sh failed"
 # shellcheck source=/dev/null
 source "$ENV_FILE"
 export OUTBOX_RELAY_BIN="$REPO/build/outbox-relay"
