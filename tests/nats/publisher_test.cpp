@@ -103,6 +103,23 @@ class StreamReader {
     }
     return out;
   }
+  // A stream whose own limit on message size is `max_msg_size` bytes.
+  void add_small_stream(const std::string& stream, const std::string& subject,
+                        std::int32_t max_msg_size) {
+    const char* subjects[] = {subject.c_str()};
+    jsStreamConfig sc;
+    jsStreamConfig_Init(&sc);
+    sc.Name = stream.c_str();
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    sc.Storage = js_MemoryStorage;
+    sc.MaxMsgSize = max_msg_size;
+    jsStreamInfo* si = nullptr;
+    jsErrCode code{};
+    natsStatus s = js_AddStream(&si, js_, &sc, nullptr, &code);
+    if (s != NATS_OK) throw std::runtime_error("add stream: " + std::string(natsStatus_GetText(s)));
+    jsStreamInfo_Destroy(si);
+  }
   void drop(const std::string& stream) {
     jsErrCode code{};
     js_DeleteStream(js_, stream.c_str(), nullptr, &code);
@@ -312,12 +329,32 @@ TEST_F(NatsPublisherTest, MessageOverMaxPayloadIsASizeError) {
   EXPECT_NE(res.error.find("MAX_PAYLOAD"), std::string::npos) << res.error;
   EXPECT_FALSE(publisher_->stopped());
   EXPECT_EQ(publisher_->queued(), 0u);
-  // A stream's own limit (max_msg_size) refuses at the server: kSize in the delivery.
-  // The publisher goes on either way.
+  // The publisher goes on.
   ASSERT_EQ(publish(2), ProduceStatus::kQueued);
   ASSERT_TRUE(run_until([&] { return reports_.size() == 1; }, 10s));
   EXPECT_TRUE(reports_[0].ok);
   EXPECT_EQ(StreamReader().count(stream_), 1u);
+}
+
+TEST_F(NatsPublisherTest, MessageOverTheStreamsMaxMsgSizeIsASizeError) {
+  const std::string small = stream_ + "_SMALL";
+  const std::string subj = "outbox.small." + stream_;
+  StreamReader().add_small_stream(small, subj, 100);
+  make_publisher();
+  ASSERT_TRUE(run_until([&] { return publisher_->connected(); }, 10s));
+  const std::string value(200, 'x');
+  const Header headers[] = {{"id", "small-1"}, {"type", "Created"}};
+  Record r;
+  r.topic = subj;
+  r.value = value;
+  r.headers = headers;
+  ASSERT_EQ(publisher_->produce(r, 9).status, ProduceStatus::kQueued);
+  ASSERT_TRUE(run_until([&] { return reports_.size() == 1; }, 10s));
+  StreamReader().drop(small);
+  EXPECT_FALSE(reports_[0].ok);
+  EXPECT_EQ(reports_[0].kind, ErrorKind::kSize);
+  EXPECT_EQ(reports_[0].error_name, "MESSAGE_EXCEEDS_MAXIMUM") << reports_[0].error;
+  EXPECT_FALSE(publisher_->stopped());
 }
 
 TEST_F(NatsPublisherTest, SameMsgIdInsideTheWindowIsStoredOnce) {
