@@ -297,6 +297,7 @@ struct Publisher::Impl : std::enable_shared_from_this<Publisher::Impl> {
   std::unordered_map<const natsMsg*, std::uint64_t> by_msg;
   bool stopped = false;
   bool connected = false;
+  bool ever_connected = false;
   boost::asio::steady_timer ack_timer;
   bool ack_timer_armed = false;
   boost::asio::steady_timer connect_timer;
@@ -359,10 +360,11 @@ struct Publisher::Impl : std::enable_shared_from_this<Publisher::Impl> {
       if (!self) return;
       if (up) {
         self->connected = true;
+        self->ever_connected = true;
         logger()->info("connected to NATS servers={}", self->urls);
       } else {
         self->connected = false;
-        self->connection_lost(status, text);
+        self->connection_lost(status, text, "lost");
       }
     });
   }
@@ -381,7 +383,7 @@ struct Publisher::Impl : std::enable_shared_from_this<Publisher::Impl> {
     natsConnection_GetLastError(nc, &last);
     std::string text = last != nullptr ? last : status_text(err);
     boost::asio::post(bridge->executor, [w = bridge->impl, err, text]() {
-      if (auto self = w.lock()) self->connection_lost(err, text);
+      if (auto self = w.lock()) self->connection_lost(err, text, "reported an error");
     });
   }
 
@@ -440,14 +442,21 @@ struct Publisher::Impl : std::enable_shared_from_this<Publisher::Impl> {
     on_delivery(d);
   }
 
-  void connection_lost(natsStatus status, const std::string& text) {
+  void connection_lost(natsStatus status, const std::string& text, const char* what) {
     if (stopped) return;
     const Classified c = classify_status(status);
-    std::string why = "NATS connection to " + urls + " lost";
+    std::string why = std::string("NATS connection to ") + urls + " " + what;
     if (!text.empty()) why += ": " + text;
-    const bool refused = c.kind == sink::ErrorKind::kAuthorization ||
+    // Connecting is retried for ever while the servers cannot be reached; nats.c gives up (and
+    // closes) before the first connection only when the servers refused it: a refused login or
+    // certificate (its last error then says only "No server available").
+    const bool refused = c.kind == sink::ErrorKind::kAuthorization || !ever_connected ||
                          text.find("Authorization") != std::string::npos ||
                          text.find("Permissions") != std::string::npos;
+    if (!ever_connected) {
+      why = "NATS servers " + urls + " refused the connection (credentials or certificate?): " +
+            (text.empty() ? status_text(status) : text);
+    }
     if (refused && on_refused) on_refused(why);
     stop(why);
   }
@@ -526,6 +535,7 @@ Publisher::Publisher(boost::asio::any_io_executor executor, const PublisherConfi
   }
   impl_->connection.reset(nc);
   impl_->connected = s == NATS_OK;
+  impl_->ever_connected = impl_->connected;
   jsOptions jo;
   jsOptions_Init(&jo);
   jo.PublishAsync.AckHandler = &Impl::on_ack;
