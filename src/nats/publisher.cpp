@@ -392,6 +392,14 @@ struct Publisher::Impl : std::enable_shared_from_this<Publisher::Impl> {
     auto it = by_msg.find(ack.msg.get());
     if (it == by_msg.end()) return;  // already failed by a stop
     auto entry_it = in_flight.find(it->second);
+    Classified c = ack.ok ? Classified{} : classify_ack_error(ack.status, ack.code);
+    if (c.kind == sink::ErrorKind::kTransient) {
+      // No acknowledgement (a timeout inside the client): whether the server stored it, and
+      // what comes after it, is unknown. Stopped first, so that its failure reads as a rewind.
+      stop("publish to " + entry_it->second.subject +
+           " not acknowledged: " + (ack.text.empty() ? status_text(ack.status) : ack.text));
+      return;
+    }
     by_msg.erase(it);
     Entry entry = std::move(entry_it->second);
     in_flight.erase(entry_it);
@@ -400,16 +408,10 @@ struct Publisher::Impl : std::enable_shared_from_this<Publisher::Impl> {
       d.opaque = entry.opaque;
       d.bytes = entry.bytes;
       d.topic = entry.subject;
-      d.offset = static_cast<std::int64_t>(ack.sequence);  // 0 for a duplicate
+      // The stream sequence (of the stored original, for a duplicate).
+      d.offset = static_cast<std::int64_t>(ack.sequence);
       d.id_header = entry.id;
       on_delivery(d);
-      return;
-    }
-    Classified c = classify_ack_error(ack.status, ack.code);
-    if (c.kind == sink::ErrorKind::kTransient) {
-      // No acknowledgement (a timeout inside the client): order beyond it is unknown.
-      fail_entry(entry, c, ack.text.empty() ? status_text(ack.status) : ack.text);
-      stop("publish to " + entry.subject + " not acknowledged: " + status_text(ack.status));
       return;
     }
     std::string text = c.name + ": ";

@@ -4,8 +4,10 @@
 // that presents no credentials are refused and stop the publisher, reported through the
 // refused handler; TLS with a client certificate (mutual TLS) publishes, a client without one
 // is refused. The NKey is the example pair of the NATS documentation.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +57,12 @@ class OwnServer {
                "listen: 127.0.0.1:-1\njetstream { store_dir: \"" + dir_ + "/js\" }\n" + config);
     pid_ = ::fork();
     if (pid_ == 0) {
+      // Dies with the test process, and keeps none of its output pipes open.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      const int null = ::open("/dev/null", O_RDWR);
+      ::dup2(null, 0);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
       const std::string bin = server_binary();
       ::execl(bin.c_str(), bin.c_str(), "-c", conf.c_str(), "-l", log_.c_str(),
               static_cast<char*>(nullptr));
@@ -147,7 +155,8 @@ class NatsSecurityTest : public ::testing::Test {
   // Publishes one record to `subject` once connected; returns the produce status.
   ProduceStatus publish(const std::string& subject) {
     EXPECT_TRUE(run_until([&] { return publisher_->connected() || publisher_->stopped(); }, 10s));
-    const Header headers[] = {{"id", "sec-" + std::to_string(++n_)}, {"type", "Created"}};
+    const std::string id = "sec-" + std::to_string(++n_);
+    const Header headers[] = {{"id", id}, {"type", "Created"}};
     Record r;
     r.topic = subject;
     r.value = "{}";
