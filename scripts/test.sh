@@ -2,8 +2,7 @@
 # The whole test run, as CI does it (.ci/run):
 #   1. scripts/install-deps.sh
 #   2. configure + build in build/ (CMake, Ninja, RelWithDebInfo)
-#   3. start PostgreSQL and Kafka (scripts/pg-up.sh, scripts/kafka-up.sh), and nats-server
-#      (scripts/nats-up.sh)
+#   3. start PostgreSQL and Kafka (scripts/pg-up.sh, scripts/kafka-up.sh)
 #   4. ctest in build/
 #   5. unless OUTBOX_SKIP_FUZZ is set:
 #        unit_* targets built with ASan+UBSan in build-asan/, then ctest there on the tests
@@ -12,6 +11,7 @@
 #        ${OUTBOX_FUZZ_SECONDS:-60} s on a temporary copy of tests/fuzz/corpus.
 #   6. unless OUTBOX_SKIP_BENCH is set: scripts/bench.sh --quick (benchmark smoke run).
 # Services are stopped on exit (set OUTBOX_KEEP_SERVICES=1 to leave them running).
+# nats-server (scripts/nats-up.sh, JetStream, for the tests labelled nats) starts after them.
 # Exit status: ctest's status if it failed, else that of the first failing phase in step 5.
 # Extra ctest arguments for step 4 can be given in OUTBOX_CTEST_ARGS (e.g. "-R relay -V").
 set -euo pipefail
