@@ -479,7 +479,9 @@ TEST_F(NatsOutageTest, ServerStoppedWhilePublishing) {
       2);
 }
 
-// A crash: SIGKILL leaves no time to answer what is in flight.
+// A crash: SIGKILL leaves no time to answer what is in flight. What was acknowledged survives
+// it: a stream's file store writes each message to its file before acknowledging it (flush in
+// place, nats-server's default for streams); only the machine's crash needs replicas or fsync.
 TEST_F(NatsOutageTest, ServerKilledWhilePublishing) {
   const pid_t pid = server_pid();
   ASSERT_GT(pid, 0) << "OUTBOX_NATS_PID_FILE not set or unreadable";
