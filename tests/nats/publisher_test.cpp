@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -119,6 +120,20 @@ class StreamReader {
     natsStatus s = js_AddStream(&si, js_, &sc, nullptr, &code);
     if (s != NATS_OK) throw std::runtime_error("add stream: " + std::string(natsStatus_GetText(s)));
     jsStreamInfo_Destroy(si);
+  }
+  // The stream's duplicate window and subjects.
+  std::pair<std::chrono::nanoseconds, std::vector<std::string>> settings(
+      const std::string& stream) {
+    jsStreamInfo* si = nullptr;
+    jsErrCode code{};
+    natsStatus s = js_GetStreamInfo(&si, js_, stream.c_str(), nullptr, &code);
+    if (s != NATS_OK)
+      throw std::runtime_error("stream info: " + std::string(natsStatus_GetText(s)));
+    std::vector<std::string> subjects(si->Config->Subjects,
+                                      si->Config->Subjects + si->Config->SubjectsLen);
+    std::chrono::nanoseconds window(si->Config->Duplicates);
+    jsStreamInfo_Destroy(si);
+    return {window, subjects};
   }
   void drop(const std::string& stream) {
     jsErrCode code{};
@@ -373,6 +388,18 @@ TEST_F(NatsPublisherTest, SameMsgIdInsideTheWindowIsStoredOnce) {
   ASSERT_EQ(stored.size(), 2u);
   EXPECT_EQ(stored[0].headers["id"], "ev-1");
   EXPECT_EQ(stored[1].headers["id"], "ev-2");
+}
+
+TEST_F(NatsPublisherTest, EnsureStreamSetsTheWindowAndAddsSubjects) {
+  auto [window, subjects] = StreamReader().settings(stream_);
+  EXPECT_EQ(window, std::chrono::nanoseconds(2min));
+  EXPECT_EQ(subjects, std::vector<std::string>{subject_prefix_ + ".>"});
+  // Again on the existing stream: the window changes, a subject is added, none is lost.
+  ASSERT_EQ(outbox::nats::ensure_stream(config_, stream_, {"outbox.dlq." + stream_}, 10min, 10s),
+            "");
+  std::tie(window, subjects) = StreamReader().settings(stream_);
+  EXPECT_EQ(window, std::chrono::nanoseconds(10min));
+  EXPECT_EQ(subjects, (std::vector<std::string>{subject_prefix_ + ".>", "outbox.dlq." + stream_}));
 }
 
 // ---- the server stopped or frozen while publishing -------------------------------------------
