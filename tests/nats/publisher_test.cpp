@@ -163,7 +163,10 @@ int run_script(const std::string& name) {
 class NatsPublisherTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (nats_url().empty()) GTEST_SKIP() << "OUTBOX_NATS not set: run scripts/nats-up.sh";
+    // Like the other tests of real servers: a missing server is a failure, not a skip.
+    ASSERT_FALSE(nats_url().empty())
+        << "environment variable OUTBOX_NATS is not set; run the tests through scripts/test.sh, "
+           "or scripts/nats-up.sh and `source .local/env`";
     stream_ = unique("OUTBOX_TEST");
     subject_prefix_ = "outbox.test." + stream_;
     config_.urls = nats_url();

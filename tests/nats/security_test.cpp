@@ -120,7 +120,8 @@ class OwnServer {
 class NatsSecurityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::access(server_binary().c_str(), X_OK) != 0) GTEST_SKIP() << "no nats-server";
+    ASSERT_EQ(::access(server_binary().c_str(), X_OK), 0)
+        << server_binary() << " not found; run scripts/install-deps.sh";
     char tmpl[] = "/tmp/outbox-nats-sec-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
