@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
   procps psmisc kafkacat
+  nats-server libnats-dev
   dpkg-dev file systemd python3 python3-yaml python3-venv python3-pip prometheus
 )
 # Java and Maven may come from outside apt (SDKMAN, a tarball, the CI image...).

@@ -159,3 +159,23 @@ kafka_tool() {
     -Dlog4j2.configurationFile="$KAFKA_DIR/tools-log4j2.properties" \
     -cp "$KAFKA_LIBS/*" "$cls" "$@"
 }
+
+# ---- NATS (JetStream) -------------------------------------------------------------------
+NATS_DIR="$LOCAL_DIR/nats"
+NATS_PORT="${OUTBOX_NATS_PORT:-54232}"
+NATS_MONITOR_PORT="${OUTBOX_NATS_MONITOR_PORT:-58232}"
+NATS_HOST=127.0.0.1
+NATS_URL="nats://$NATS_HOST:$NATS_PORT"
+NATS_PID_FILE="$NATS_DIR/nats-server.pid"
+
+# nats_pid: prints the server's pid and returns 0 when the pid file names a live nats-server
+# process (also one stopped with SIGSTOP); returns 1 otherwise.
+nats_pid() {
+  local pid
+  [ -f "$NATS_PID_FILE" ] || return 1
+  pid="$(cat "$NATS_PID_FILE" 2>/dev/null)"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  [ -r "/proc/$pid/cmdline" ] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q 'nats-server' || return 1
+  printf '%s\n' "$pid"
+}

@@ -11,6 +11,7 @@
 #        ${OUTBOX_FUZZ_SECONDS:-60} s on a temporary copy of tests/fuzz/corpus.
 #   6. unless OUTBOX_SKIP_BENCH is set: scripts/bench.sh --quick (benchmark smoke run).
 # Services are stopped on exit (set OUTBOX_KEEP_SERVICES=1 to leave them running).
+# nats-server (scripts/nats-up.sh, JetStream, for the tests labelled nats) starts after them.
 # Exit status: ctest's status if it failed, else that of the first failing phase in step 5.
 # Extra ctest arguments for step 4 can be given in OUTBOX_CTEST_ARGS (e.g. "-R relay -V").
 set -euo pipefail
@@ -47,6 +48,9 @@ cleanup() {
     "$REPO/scripts/kafka-down.sh"
     "$REPO/scripts/pg-down.sh"
     OUTBOX_PG_VERSION=18 "$REPO/scripts/pg-down.sh"
+  fi
+  if [ -z "${OUTBOX_KEEP_SERVICES:-}" ]; then
+    "$REPO/scripts/nats-down.sh"
   fi
   log "timings:"
   local t
@@ -92,6 +96,8 @@ wait "$pg_job" || pg_rc=$?
 wait "$kafka_job" || kafka_rc=$?
 [ "$pg_rc" -eq 0 ] || die "pg-up.sh failed ($pg_rc)"
 [ "$kafka_rc" -eq 0 ] || die "kafka-up.sh failed ($kafka_rc)"
+# NATS JetStream (the tests labelled nats): starts in well under a second.
+"$REPO/scripts/nats-up.sh" >/dev/null || die "nats-up.sh failed"
 # shellcheck source=/dev/null
 source "$ENV_FILE"
 export OUTBOX_RELAY_BIN="$REPO/build/outbox-relay"

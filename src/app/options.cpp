@@ -710,9 +710,9 @@ Table run_flags(Options& o) {
   Table table = {
       pg_flag(r.conninfo,
               "libpq conninfo string or URI (replication=database is added) [required]"),
+      // Required unless --nats (parse_options).
       flags::text("--brokers", "HOST:PORT[,...]", r.producer.brokers,
-                  "Kafka bootstrap servers [required]")
-          .require("HOST:PORT[,...]"),
+                  "Kafka bootstrap servers [required]"),
       flags::name("--slot", r.slot, "logical replication slot (default outbox_relay)"),
       flags::name("--publication", r.publication, "publication (default outbox_relay)"),
       flags::off("--no-create", r.create,
@@ -835,6 +835,19 @@ Table run_flags(Options& o) {
       flags::count("--backlog-scan-limit", o.backlog_scan_limit,
                    "pgoutput messages one backlog count reads at most; beyond it the count is\n"
                    "a lower bound, the oldest event's age stays exact (default 10000)"),
+      flags::text("--nats", "URL[,URL...]", r.nats.urls,
+                  "NATS JetStream servers (nats:// or tls://) instead of --brokers; refused\n"
+                  "by this version, which publishes to Kafka only (docs/jetstream.md)"),
+      flags::text("--nats-creds", "FILE", r.nats.credentials_file,
+                  "NATS credentials file (user JWT and NKey seed) for --nats"),
+      flags::text("--nats-nkey", "FILE", r.nats.nkey_seed_file,
+                  "file holding the NATS user NKey seed (SU...) for --nats"),
+      flags::text("--nats-tls-ca", "FILE", r.nats.tls_ca_file,
+                  "CA certificates (PEM) to verify the NATS servers with; implies TLS"),
+      flags::text("--nats-tls-cert", "FILE", r.nats.tls_cert_file,
+                  "client certificate (PEM) for NATS mutual TLS, with --nats-tls-key"),
+      flags::text("--nats-tls-key", "FILE", r.nats.tls_key_file,
+                  "private key (PEM) of --nats-tls-cert"),
       help_flag(o.help),
       flags::stop("--version", o.version, "print the version"),
   };
@@ -1084,10 +1097,68 @@ exit codes: 0 done (also when nothing was prunable), 1 refused or error, 2 bad f
   return usage();
 }
 
+namespace {
+
+// The relay's loop publishes to Kafka only until the JetStream publisher (src/nats) is wired into
+// it; until then --nats is refused after its conflicts were checked.
+constexpr bool kNatsSinkAvailable = false;
+
+// One sink: Kafka (--brokers) or NATS JetStream (--nats), and no flag of the other.
+void check_sink(const Options& o) {
+  const auto& r = o.relay;
+  const auto& n = r.nats;
+  if (n.urls.empty()) {
+    if (r.producer.brokers.empty())
+      throw flags::rejected("--brokers", "required (HOST:PORT[,...])");
+    const std::pair<const std::string*, const char*> nats_only[] = {
+        {&n.credentials_file, "--nats-creds"},
+        {&n.nkey_seed_file, "--nats-nkey"},
+        {&n.tls_ca_file, "--nats-tls-ca"},
+        {&n.tls_cert_file, "--nats-tls-cert"},
+        {&n.tls_key_file, "--nats-tls-key"}};
+    for (const auto& [value, flag] : nats_only) {
+      if (!value->empty()) throw flags::rejected(flag, "needs --nats");
+    }
+    return;
+  }
+  const char* kafka_flag = nullptr;
+  if (!r.producer.brokers.empty()) {
+    kafka_flag = "--brokers";
+  } else if (r.delivery == relay::DeliveryMode::kExactlyOnce) {
+    kafka_flag = "--delivery exactly-once";
+  } else if (!r.producer.transactional_id.empty()) {
+    kafka_flag = "--transactional-id";
+  } else if (!o.kafka_config.empty()) {
+    kafka_flag = "--kafka-config";
+  } else if (!r.producer.properties.empty()) {
+    kafka_flag = "-X";
+  }
+  if (kafka_flag != nullptr) {
+    throw flags::rejected("--nats", std::string("cannot be used with ") + kafka_flag +
+                                        " (a Kafka setting; JetStream drops re-sent events "
+                                        "by Nats-Msg-Id instead)");
+  }
+  if (!n.credentials_file.empty() && !n.nkey_seed_file.empty()) {
+    throw flags::rejected("--nats-creds", "cannot be used with --nats-nkey (one identity)");
+  }
+  if (n.tls_cert_file.empty() != n.tls_key_file.empty()) {
+    throw flags::rejected(n.tls_cert_file.empty() ? "--nats-tls-key" : "--nats-tls-cert",
+                          "needs --nats-tls-cert and --nats-tls-key together");
+  }
+  if (!kNatsSinkAvailable) {
+    throw flags::rejected("--nats",
+                          "publishing to NATS JetStream is not available in this version of "
+                          "outbox-relay; use --brokers");
+  }
+}
+
+}  // namespace
+
 Options parse_options(const std::vector<std::string>& args, const Environment& env) {
   Options o = parse_with(run_flags, args, env);
   auto& m = o.relay.mapper;
   if (!o.help && !o.version) {
+    check_sink(o);
     // A transactional producer that never initialises its transactions refuses every record.
     if (!o.relay.producer.transactional_id.empty() &&
         o.relay.delivery != relay::DeliveryMode::kExactlyOnce) {

@@ -24,66 +24,18 @@
 #include <string_view>
 #include <vector>
 
+#include "outbox/sink/record.hpp"
+
 namespace outbox::kafka {
 
-struct Header {
-  std::string_view name;
-  std::optional<std::string_view> value;
-};
-
-// A record to produce. Everything is copied by produce(); views need only live for the call.
-struct Record {
-  std::string_view topic;
-  std::optional<std::string_view> key;
-  std::optional<std::string_view> value;
-  std::span<const Header> headers;
-  std::int64_t timestamp_ms = 0;  // 0 = let the producer stamp it
-  std::int32_t partition = -1;    // -1 = the configured partitioner chooses (by the key)
-};
-
-// What a librdkafka error means for the record it came with: the module's one classification of
-// librdkafka's codes (src/kafka/errors.cpp). librdkafka retries transient errors by itself; a
-// delivery report carries one only when its retries ran out.
-enum class ErrorKind {
-  kNone,       // no error
-  kTransient,  // the cluster may recover by itself: broker down, leader moving, timeouts
-  kRecord,     // final for this record: unknown topic, delivery timed out, purged, ...
-  // The broker rejected the whole batch (invalid or corrupt record): the record may be an
-  // innocent neighbour of the bad one.
-  kBatch,
-  kSize,           // too large for the broker or the client; the broker rejects the whole batch
-  kAuthorization,  // authentication or ACLs refuse this client the topic or the cluster
-  kFatal,          // the idempotent producer lost its sequence: nothing more goes out in order
-};
-
-// kSize and kBatch: the record may have been rejected with its batch, not for itself.
-constexpr bool rejects_batch(ErrorKind kind) {
-  return kind == ErrorKind::kSize || kind == ErrorKind::kBatch;
-}
-
-// A delivery report. The views refer into librdkafka's message and are valid only during the
-// handler call.
-struct Delivery {
-  std::uint64_t opaque = 0;  // what the caller passed to produce()
-  std::size_t bytes = 0;     // key size + value size of the record
-  bool ok = true;            // kind == kNone
-  // The classification of the outcome, the one field to read. size_error and batch_error are
-  // derived from it and go once the relay reads kind.
-  ErrorKind kind = ErrorKind::kNone;
-  bool size_error = false;      // kind == kSize
-  bool batch_error = false;     // rejects_batch(kind)
-  std::string_view error_name;  // librdkafka's error name when !ok, e.g. MSG_SIZE_TOO_LARGE
-  std::string error;            // error name and text when !ok
-  std::string_view topic;
-  int partition = -1;
-  std::int64_t offset = -1;
-  // Filled when !ok, so that the failure can be reported or dead-lettered.
-  std::optional<std::string_view> key;
-  std::optional<std::string_view> value;
-  std::string_view id_header;
-  std::optional<std::string_view> type_header;
-  std::vector<Header> other_headers;  // the record's headers other than id and type
-};
+// The record vocabulary is the sink's (outbox/sink/record.hpp); these names stay for the callers.
+using sink::Delivery;
+using sink::ErrorKind;
+using sink::Header;
+using sink::ProduceResult;
+using sink::ProduceStatus;
+using sink::Record;
+using sink::rejects_batch;
 
 struct ProducerConfig {
   std::string brokers;
@@ -112,14 +64,6 @@ struct TxnResult {
 class ConfigError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
-};
-
-enum class ProduceStatus { kQueued, kQueueFull, kFailed };
-
-struct ProduceResult {
-  ProduceStatus status = ProduceStatus::kQueued;
-  std::string error;        // for kFailed: what librdkafka said
-  bool size_error = false;  // for kFailed: the record exceeds message.max.bytes (ErrorKind::kSize)
 };
 
 class Producer {

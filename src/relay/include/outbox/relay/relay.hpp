@@ -17,6 +17,7 @@
 
 #include "outbox/kafka/producer.hpp"
 #include "outbox/mapping/mapper.hpp"
+#include "outbox/nats/publisher.hpp"
 #include "outbox/relay/metrics.hpp"
 
 namespace outbox::relay {
@@ -74,6 +75,9 @@ struct RelayConfig {
   std::string checkpoint_topic = "outbox-relay.checkpoints";
   // Longest time a Kafka transaction stays open while events flow; an idle stream commits at once.
   std::chrono::milliseconds transaction_interval{100};
+  // NATS JetStream (--nats): urls non-empty means publish there instead of Kafka (`producer` then
+  // unused). The subject is the rendered topic template.
+  nats::PublisherConfig nats;
 };
 
 class Relay {

@@ -1,0 +1,61 @@
+// The JetStream flags of `run`: one sink, Kafka (--brokers) or NATS JetStream (--nats), each
+// refused with the other's settings in one line (exit 2); the NATS settings land in
+// RelayConfig::nats; --nats itself is refused until the relay publishes to JetStream.
+#include <gtest/gtest.h>
+
+#include "outbox/app/options.hpp"
+
+namespace outbox::app {
+namespace {
+
+std::string error_of(std::vector<std::string> args) {
+  try {
+    parse_command_line(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(NatsOptions, NatsIsRefusedUntilTheRelayPublishesToJetStream) {
+  EXPECT_EQ(error_of({"--pg", "x", "--nats", "nats://127.0.0.1:4222"}),
+            "--nats: publishing to NATS JetStream is not available in this version of "
+            "outbox-relay; use --brokers");
+}
+
+TEST(NatsOptions, KafkaSettingsAreRefusedWithNats) {
+  const std::vector<std::string> base = {"--pg", "x", "--nats", "nats://a:4222,nats://b:4222"};
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--brokers", "k:1"}, "--brokers"},
+      {{"--delivery", "exactly-once"}, "--delivery exactly-once"},
+      {{"-X", "linger.ms=5"}, "-X"},
+  };
+  for (const auto& [extra, named] : cases) {
+    auto args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    EXPECT_EQ(error_of(args), "--nats: cannot be used with " + named +
+                                  " (a Kafka setting; JetStream drops re-sent events by "
+                                  "Nats-Msg-Id instead)");
+  }
+}
+
+TEST(NatsOptions, NatsSettingsNeedNats) {
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--nats-creds", "/etc/relay.creds"}),
+            "--nats-creds: needs --nats");
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--nats-tls-ca", "ca.pem"}),
+            "--nats-tls-ca: needs --nats");
+  EXPECT_EQ(
+      error_of({"--pg", "x", "--nats", "nats://a:1", "--nats-creds", "a", "--nats-nkey", "b"}),
+      "--nats-creds: cannot be used with --nats-nkey (one identity)");
+  EXPECT_EQ(error_of({"--pg", "x", "--nats", "tls://a:1", "--nats-tls-cert", "c.pem"}),
+            "--nats-tls-cert: needs --nats-tls-cert and --nats-tls-key together");
+}
+
+TEST(NatsOptions, BrokersStaysRequiredWithoutNats) {
+  EXPECT_EQ(error_of({"--pg", "x"}), "--brokers: required (HOST:PORT[,...])");
+  CommandLine cl = parse_command_line({"--pg", "x", "--brokers", "k:1"});
+  EXPECT_TRUE(cl.run.relay.nats.urls.empty());
+}
+
+}  // namespace
+}  // namespace outbox::app
