@@ -22,6 +22,7 @@
 #include "outbox/app/prometheus.hpp"
 #include "outbox/app/prune.hpp"
 #include "outbox/app/reconcile.hpp"
+#include "outbox/common/log_text.hpp"
 #include "outbox/kafka/producer.hpp"
 #include "outbox/pg/conninfo.hpp"
 #include "outbox/relay/relay.hpp"
@@ -185,9 +186,9 @@ int run_relay(const outbox::app::Options& options) {
         return outbox::relay::kExitError;
       }
       spdlog::warn(
-          "event=metrics_unavailable addr={} error=\"{}\": running without /metrics, /healthz "
+          "event=metrics_unavailable addr={} error={}: running without /metrics, /healthz "
           "and /readyz (give --metrics-addr to choose another address, or off)",
-          shown, e.code().message());
+          shown, outbox::common::quoted(e.code().message()));
     }
   }
 
@@ -212,7 +213,7 @@ int run_relay(const outbox::app::Options& options) {
       try {
         std::rethrow_exception(error);
       } catch (const std::exception& e) {
-        spdlog::critical("event=crash error=\"{}\"", e.what());
+        spdlog::critical("event=crash error={}", outbox::common::quoted(e.what()));
       }
       exit_code = outbox::relay::kExitError;
     }

@@ -47,10 +47,6 @@ struct FatalError : std::runtime_error {
   Fatal fatal;
 };
 
-// A log field value inside double quotes: inner quotes and backslashes escaped, so that
-// key="value" fields stay parseable.
-std::string quoted(std::string_view text);
-
 class Pipeline {
  public:
   // Which producer a record goes through: the batching one, or the one that sends a record alone.
