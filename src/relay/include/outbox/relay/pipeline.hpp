@@ -10,8 +10,6 @@
 // Not thread-safe: used from the relay's io_context thread only.
 #pragma once
 
-#include <spdlog/logger.h>
-
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -33,6 +31,13 @@
 #include "outbox/relay/ack_tracker.hpp"
 #include "outbox/relay/metrics.hpp"
 #include "outbox/relay/relay.hpp"
+
+// The logger is only held here (a shared_ptr of an incomplete type): this header needs no spdlog,
+// which relay links privately. Whoever constructs a Pipeline (the Relay, the tests) includes
+// spdlog itself.
+namespace spdlog {
+class logger;
+}  // namespace spdlog
 
 namespace outbox::relay {
 
