@@ -208,13 +208,20 @@ class JsonFormatter : public spdlog::formatter {
   std::string slot_;
 };
 
-// %* in the text pattern: "slot=<name> " unless the message already names the slot.
+// %* in the text pattern: "slot=<name> " unless the message already has a slot field ("slot="
+// inside a quoted value is not one: a name from outside cannot hide the slot).
 class SlotFlag : public spdlog::custom_flag_formatter {
  public:
   explicit SlotFlag(std::string slot) : text_(slot.empty() ? "" : "slot=" + slot + " ") {}
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    if (text_.empty() || view(msg.payload).find("slot=") != std::string_view::npos) return;
+    if (text_.empty()) return;
+    const std::string_view m = view(msg.payload);
+    if (m.find("slot=") != std::string_view::npos) {
+      for (const Field& f : parse_fields(m)) {
+        if (f.key == "slot") return;
+      }
+    }
     dest.append(text_.data(), text_.data() + text_.size());
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {

@@ -199,6 +199,14 @@ TEST(TextLog, OneLinePerMessageEvenWithoutQuoted) {
   EXPECT_NE(lines[0].find("detail=outbox\\n evil=1"), std::string::npos) << lines[0];
 }
 
+TEST(TextLog, SlotInsideAQuotedValueDoesNotHideTheSlot) {
+  std::vector<std::string> lines = log_lines(LogFormat::kText, {common::quoted("slot=evil")});
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find(" relay slot=s event=dead_lettered detail=\"slot=evil\""),
+            std::string::npos)
+      << lines[0];
+}
+
 TEST(TextLog, QuotedValuesAreWrittenAsQuoted) {
   std::vector<std::string> quoted_values;
   for (const std::string& v : hostile_values()) quoted_values.push_back(common::quoted(v));
