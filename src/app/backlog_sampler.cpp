@@ -5,18 +5,12 @@
 #include <sstream>
 
 #include "outbox/app/commands.hpp"
+#include "outbox/common/clock.hpp"
+#include "outbox/common/log_text.hpp"
 #include "outbox/pg/admin.hpp"
 
 namespace outbox::app {
-namespace {
-
-std::int64_t now_unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
+using common::now_unix_ms;
 
 std::string render_backlog_prometheus(const BacklogSample& s, std::int64_t now_unix_ms) {
   std::ostringstream out;
@@ -116,7 +110,8 @@ void BacklogSampler::loop(std::shared_ptr<State> state, StatusOptions where,
       ++s.scans_ok;
     } else if (!state->stop) {
       ++s.scans_failed;
-      log->warn("event=backlog_scan_failed slot={} error=\"{}\"", where.slot, status.error);
+      log->warn("event=backlog_scan_failed slot={} error={}", where.slot,
+                common::quoted(status.error));
     }
     if (state->wake.wait_for(lock, every, [&] { return state->stop; })) {
       state->done = true;

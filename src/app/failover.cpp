@@ -4,6 +4,8 @@
 
 #include <sstream>
 
+#include "outbox/common/log_text.hpp"
+
 namespace outbox::app {
 namespace {
 
@@ -213,7 +215,7 @@ void FailoverSampler::loop(std::shared_ptr<State> state, std::string conninfo, s
     if (!copy.error.empty()) {
       ++s.failed_checks;
       if (!state->stop) {
-        log->warn("event=failover_check_failed slot={} error=\"{}\"", slot, copy.error);
+        log->warn("event=failover_check_failed slot={} error={}", slot, common::quoted(copy.error));
       }
     } else {
       const bool ready = copy.ready();
@@ -223,7 +225,8 @@ void FailoverSampler::loop(std::shared_ptr<State> state, std::string conninfo, s
       if (was_ready != ready) {
         std::string why;
         for (const auto& p : copy.problems()) why += (why.empty() ? "" : "; ") + p;
-        log->info("event=failover_readiness slot={} ready={} problems=\"{}\"", slot, ready, why);
+        log->info("event=failover_readiness slot={} ready={} problems={}", slot, ready,
+                  common::quoted(why));
         was_ready = ready;
       }
     }

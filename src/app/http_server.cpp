@@ -11,6 +11,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "outbox/common/log_text.hpp"
+
 namespace outbox::app {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -121,7 +123,7 @@ void detail::HttpServerState::accept() {
     if (ec) {
       if (ec == asio::error::operation_aborted) return;
       // Out of file descriptors and the like: try again a little later, not in a tight loop.
-      spdlog::warn("event=metrics_accept_failed error=\"{}\"", ec.message());
+      spdlog::warn("event=metrics_accept_failed error={}", common::quoted(ec.message()));
       self->retry_timer.expires_after(std::chrono::milliseconds(500));
       self->retry_timer.async_wait([self](beast::error_code wait_ec) {
         if (!wait_ec && !self->stopped) self->accept();

@@ -4,11 +4,16 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <set>
 #include <vector>
+
+#include "outbox/common/log_text.hpp"
 
 namespace outbox::app {
 namespace {
@@ -36,26 +41,16 @@ bool is_json_number(std::string_view v) {
   return true;
 }
 
-// After a closing quote at `p - 1`: the end, " key=...", or ':' ',' ';' ')' before a space or
-// the end.
-bool closes_value(std::string_view m, std::size_t p) {
-  if (p >= m.size()) return true;
-  if (m[p] == ':' || m[p] == ',' || m[p] == ';' || m[p] == ')') {
-    return p + 1 >= m.size() || m[p + 1] == ' ';
-  }
-  if (m[p] != ' ') return false;
-  std::size_t k = p + 1;
-  if (k >= m.size() || !is_key_start(m[k])) return false;
-  while (k < m.size() && is_key_char(m[k])) ++k;
-  return k < m.size() && m[k] == '=';
-}
-
 struct Field {
   std::string_view key;
   std::string_view value;
+  bool quoted;  // value is the inside of "...", escapes and all
 };
 
-// key=value and key="quoted value" pairs of a message, in order; free text is skipped.
+// key=value and key="quoted value" pairs of a message, in order; free text is skipped. A quoted
+// value is written by common::quoted(): a backslash escapes the next character, and the value
+// ends at the first quote not escaped, so no text inside a value can end it and add a field.
+// `value` keeps its escapes (unescape() reads them).
 std::vector<Field> parse_fields(std::string_view m) {
   std::vector<Field> fields;
   std::size_t i = 0;
@@ -69,12 +64,10 @@ std::vector<Field> parse_fields(std::string_view m) {
       std::string_view key = m.substr(i, k - i);
       std::size_t v = k + 1;
       if (v < m.size() && m[v] == '"') {
-        // Quoted values are not escaped by the loggers (reason="... slot "x" is active"), so
-        // the closing quote is the first one followed by the end, by another key=, or by
-        // punctuation that ends a clause.
         std::size_t e = v + 1;
-        while (e < m.size() && !(m[e] == '"' && closes_value(m, e + 1))) ++e;
-        fields.push_back({key, m.substr(v + 1, e - v - 1)});
+        while (e < m.size() && m[e] != '"') e += m[e] == '\\' ? 2 : 1;
+        e = std::min(e, m.size());
+        fields.push_back({key, m.substr(v + 1, e - v - 1), true});
         i = e + 1;
       } else {
         std::size_t e = m.find(' ', v);
@@ -85,7 +78,7 @@ std::vector<Field> parse_fields(std::string_view m) {
                (value.back() == ':' || value.back() == ',' || value.back() == ';')) {
           value.remove_suffix(1);
         }
-        fields.push_back({key, value});
+        fields.push_back({key, value, false});
         i = e;
       }
     } else {
@@ -96,35 +89,105 @@ std::vector<Field> parse_fields(std::string_view m) {
   return fields;
 }
 
-void append_json_string(std::string& out, std::string_view text) {
-  out += '"';
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
+void append_utf8(std::string& out, std::uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+std::optional<std::uint32_t> hex4(std::string_view v, std::size_t at) {
+  if (at + 4 > v.size()) return std::nullopt;
+  std::uint32_t cp = 0;
+  for (std::size_t k = at; k < at + 4; ++k) {
+    const char c = v[k];
+    cp <<= 4;
+    if (c >= '0' && c <= '9') {
+      cp |= static_cast<std::uint32_t>(c - '0');
+    } else if (c >= 'a' && c <= 'f') {
+      cp |= static_cast<std::uint32_t>(c - 'a' + 10);
+    } else if (c >= 'A' && c <= 'F') {
+      cp |= static_cast<std::uint32_t>(c - 'A' + 10);
+    } else {
+      return std::nullopt;
     }
   }
+  return cp;
+}
+
+// The text of a quoted value: the escapes common::quoted() writes (JSON's) read back. Anything
+// else after a backslash is kept as written; a lone surrogate becomes U+FFFD.
+std::string unescape(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (v[i] != '\\' || i + 1 >= v.size()) {
+      out += v[i];
+      continue;
+    }
+    const char c = v[++i];
+    switch (c) {
+      case '"':
+      case '\\':
+      case '/':
+        out += c;
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'u': {
+        auto cp = hex4(v, i + 1);
+        if (!cp) {
+          out += "\\u";
+          break;
+        }
+        i += 4;
+        if (*cp >= 0xD800 && *cp <= 0xDBFF && i + 2 < v.size() && v[i + 1] == '\\' &&
+            v[i + 2] == 'u') {
+          auto low = hex4(v, i + 3);
+          if (low && *low >= 0xDC00 && *low <= 0xDFFF) {
+            append_utf8(out, 0x10000 + ((*cp - 0xD800) << 10) + (*low - 0xDC00));
+            i += 6;
+            break;
+          }
+        }
+        append_utf8(out, *cp >= 0xD800 && *cp <= 0xDFFF ? 0xFFFD : *cp);
+        break;
+      }
+      default:
+        out += '\\';
+        out += c;
+    }
+  }
+  return out;
+}
+
+void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  common::append_escaped(out, text, common::Escape::kAll);
   out += '"';
 }
 
@@ -145,13 +208,20 @@ class JsonFormatter : public spdlog::formatter {
   std::string slot_;
 };
 
-// %* in the text pattern: "slot=<name> " unless the message already names the slot.
+// %* in the text pattern: "slot=<name> " unless the message already has a slot field ("slot="
+// inside a quoted value is not one: a name from outside cannot hide the slot).
 class SlotFlag : public spdlog::custom_flag_formatter {
  public:
   explicit SlotFlag(std::string slot) : text_(slot.empty() ? "" : "slot=" + slot + " ") {}
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    if (text_.empty() || view(msg.payload).find("slot=") != std::string_view::npos) return;
+    if (text_.empty()) return;
+    const std::string_view m = view(msg.payload);
+    if (m.find("slot=") != std::string_view::npos) {
+      for (const Field& f : parse_fields(m)) {
+        if (f.key == "slot") return;
+      }
+    }
     dest.append(text_.data(), text_.data() + text_.size());
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {
@@ -162,11 +232,27 @@ class SlotFlag : public spdlog::custom_flag_formatter {
   std::string text_;
 };
 
+// %& in the text pattern: the message with every control character escaped and invalid UTF-8
+// replaced (common::Escape::kControlsOnly), so that a line stays one line even when text from
+// outside reached the message without common::quoted().
+class PayloadFlag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    std::string text;
+    common::append_escaped(text, view(msg.payload), common::Escape::kControlsOnly);
+    dest.append(text.data(), text.data() + text.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<PayloadFlag>();
+  }
+};
+
 std::string rate_key(const spdlog::details::log_msg& msg) {
   std::string key(view(msg.logger_name));
   std::string_view m = view(msg.payload);
   for (const auto& f : parse_fields(m)) {
-    if (f.key == "event") return key + " " + std::string(f.value);
+    if (f.key == "event") return key + " " + (f.quoted ? unescape(f.value) : std::string(f.value));
   }
   return key + " " + std::string(m.substr(0, 40));
 }
@@ -210,7 +296,9 @@ std::string format_json_line(std::chrono::system_clock::time_point time,
     out += ',';
     append_json_string(out, f.key);
     out += ':';
-    if (is_json_number(f.value)) {
+    if (f.quoted) {
+      append_json_string(out, unescape(f.value));
+    } else if (is_json_number(f.value)) {
       out += f.value;
     } else {
       append_json_string(out, f.value);
@@ -254,8 +342,9 @@ void RateLimitedSink::log(const spdlog::details::log_msg& msg) {
 
 void RateLimitedSink::report_locked(const std::string& key, Window& w) {
   if (w.suppressed == 0) return;
-  std::string text = "event=warnings_suppressed key=\"" + key.substr(key.find(' ') + 1) +
-                     "\" count=" + std::to_string(w.suppressed) +
+  std::string text = "event=warnings_suppressed key=" +
+                     common::quoted(std::string_view(key).substr(key.find(' ') + 1)) +
+                     " count=" + std::to_string(w.suppressed) +
                      " window_s=" + std::to_string(window_.count() / 1000);
   spdlog::details::log_msg note(w.logger, spdlog::level::warn, text);
   inner_->log(note);
@@ -283,15 +372,18 @@ void RateLimitedSink::set_formatter(std::unique_ptr<spdlog::formatter> formatter
   inner_->set_formatter(std::move(formatter));
 }
 
+std::unique_ptr<spdlog::formatter> make_formatter(const LoggingConfig& config) {
+  if (config.format == LogFormat::kJson) return std::make_unique<JsonFormatter>(config.slot);
+  auto f = std::make_unique<spdlog::pattern_formatter>();
+  f->add_flag<SlotFlag>('*', config.slot)
+      .add_flag<PayloadFlag>('&')
+      .set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l %n %*%&");
+  return f;
+}
+
 void setup_logging(const LoggingConfig& config) {
   auto stderr_sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-  if (config.format == LogFormat::kJson) {
-    stderr_sink->set_formatter(std::make_unique<JsonFormatter>(config.slot));
-  } else {
-    auto f = std::make_unique<spdlog::pattern_formatter>();
-    f->add_flag<SlotFlag>('*', config.slot).set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l %n %*%v");
-    stderr_sink->set_formatter(std::move(f));
-  }
+  stderr_sink->set_formatter(make_formatter(config));
   g_rate_limited =
       std::make_shared<RateLimitedSink>(stderr_sink, config.warn_window, config.warn_burst);
   auto root = std::make_shared<spdlog::logger>("app", g_rate_limited);

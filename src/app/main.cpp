@@ -23,6 +23,7 @@
 #include "outbox/app/prometheus.hpp"
 #include "outbox/app/prune.hpp"
 #include "outbox/app/reconcile.hpp"
+#include "outbox/common/log_text.hpp"
 #include "outbox/kafka/producer.hpp"
 #include "outbox/pg/conninfo.hpp"
 #include "outbox/relay/relay.hpp"
@@ -144,7 +145,8 @@ int prepare_failover_slot(const outbox::app::Options& options) {
       return outbox::relay::kExitError;
     }
     for (const std::string& problem : check.unprotected) {
-      spdlog::warn("event=failover_unprotected slot={} problem=\"{}\"", r.slot, problem);
+      spdlog::warn("event=failover_unprotected slot={} problem={}", r.slot,
+                   outbox::common::quoted(problem));
     }
     pg::BootstrapOptions bootstrap{
         {r.publication, r.mapper.schema, r.mapper.table, r.mapper.more_tables}, r.slot, r.create};
@@ -233,9 +235,9 @@ int run_relay(const outbox::app::Options& options) {
         return outbox::relay::kExitError;
       }
       spdlog::warn(
-          "event=metrics_unavailable addr={} error=\"{}\": running without /metrics, /healthz "
+          "event=metrics_unavailable addr={} error={}: running without /metrics, /healthz "
           "and /readyz (give --metrics-addr to choose another address, or off)",
-          shown, e.code().message());
+          shown, outbox::common::quoted(e.code().message()));
     }
   }
 
@@ -260,7 +262,7 @@ int run_relay(const outbox::app::Options& options) {
       try {
         std::rethrow_exception(error);
       } catch (const std::exception& e) {
-        spdlog::critical("event=crash error=\"{}\"", e.what());
+        spdlog::critical("event=crash error={}", outbox::common::quoted(e.what()));
       }
       exit_code = outbox::relay::kExitError;
     }

@@ -9,19 +9,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "outbox/common/c_handle.hpp"
 #include "security.hpp"
 
 namespace outbox::kafka {
 namespace {
 
-template <typename T, void (*Fn)(T*)>
-struct CDeleter {
-  void operator()(T* p) const {
-    if (p != nullptr) Fn(p);
-  }
-};
-template <typename T, void (*Fn)(T*)>
-using CHandle = std::unique_ptr<T, CDeleter<T, Fn>>;
+using common::CHandle;
 
 void destroy_consumer(rd_kafka_t* rk) {
   rd_kafka_consumer_close(rk);
@@ -34,8 +28,7 @@ using KafkaHandle = CHandle<rd_kafka_t, destroy_consumer>;
 using TopicHandle = CHandle<rd_kafka_topic_t, rd_kafka_topic_destroy>;
 using ListHandle = CHandle<rd_kafka_topic_partition_list_t, rd_kafka_topic_partition_list_destroy>;
 using MessageHandle = CHandle<rd_kafka_message_t, rd_kafka_message_destroy>;
-using MetadataHandle = std::unique_ptr<const rd_kafka_metadata_t,
-                                       CDeleter<const rd_kafka_metadata_t, destroy_metadata>>;
+using MetadataHandle = CHandle<const rd_kafka_metadata_t, destroy_metadata>;
 
 using Clock = std::chrono::steady_clock;
 

@@ -22,20 +22,16 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "outbox/common/c_handle.hpp"
+#include "outbox/common/log_text.hpp"
 #include "security.hpp"
 #include "stall_guard.hpp"
 
 namespace outbox::kafka {
 namespace {
 
-template <typename T, void (*Fn)(T*)>
-struct CDeleter {
-  void operator()(T* p) const {
-    if (p != nullptr) Fn(p);
-  }
-};
-template <typename T, void (*Fn)(T*)>
-using CHandle = std::unique_ptr<T, CDeleter<T, Fn>>;
+using common::CHandle;
+using common::quoted;
 
 void destroy_producer(rd_kafka_t* rk) {
   // Outstanding messages are purged, not waited for: the relay drains before destroying.
@@ -47,20 +43,6 @@ using ConfHandle = CHandle<rd_kafka_conf_t, rd_kafka_conf_destroy>;
 using KafkaHandle = CHandle<rd_kafka_t, destroy_producer>;
 using QueueHandle = CHandle<rd_kafka_queue_t, rd_kafka_queue_destroy>;
 using TopicHandle = CHandle<rd_kafka_topic_t, rd_kafka_topic_destroy>;
-
-// A log field value inside double quotes: inner quotes and backslashes escaped, so that
-// key="value" fields stay parseable.
-std::string quoted(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() + 2);
-  out += '"';
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c == '\n' ? ' ' : c;
-  }
-  out += '"';
-  return out;
-}
 
 std::shared_ptr<spdlog::logger> logger() {
   static auto log = [] {

@@ -96,8 +96,7 @@ std::string check_conninfo(const std::string& conninfo) {
     }
   }
   char* error = nullptr;
-  std::unique_ptr<PQconninfoOption, CDeleter<&PQconninfoFree>> options(
-      PQconninfoParse(conninfo.c_str(), &error));
+  CHandle<PQconninfoOption, &PQconninfoFree> options(PQconninfoParse(conninfo.c_str(), &error));
   BufferHandle message(error);
   if (!options) return refused(parse_problem(message ? message.get() : "out of memory"));
   std::string problem;

@@ -3,22 +3,17 @@
 
 #include <libpq-fe.h>
 
-#include <memory>
 #include <string>
+
+#include "outbox/common/c_handle.hpp"
 
 namespace outbox::pg {
 
-template <auto Free>
-struct CDeleter {
-  template <typename T>
-  void operator()(T* p) const {
-    if (p != nullptr) Free(p);
-  }
-};
+using common::CHandle;
 
-using ConnHandle = std::unique_ptr<PGconn, CDeleter<&PQfinish>>;
-using ResultHandle = std::unique_ptr<PGresult, CDeleter<&PQclear>>;
-using BufferHandle = std::unique_ptr<char, CDeleter<&PQfreemem>>;
+using ConnHandle = CHandle<PGconn, &PQfinish>;
+using ResultHandle = CHandle<PGresult, &PQclear>;
+using BufferHandle = CHandle<char, &PQfreemem>;
 
 // libpq's messages end with a newline and may continue on indented lines: make them one line.
 inline std::string one_line(std::string s) {

@@ -5,12 +5,14 @@
 #include <charconv>
 #include <string_view>
 
+#include "outbox/common/log_text.hpp"
 #include "outbox/kafka/consumer.hpp"
 
 namespace outbox::relay {
 namespace asio = boost::asio;
 using asio::awaitable;
 using asio::use_awaitable;
+using common::quoted;
 using pgoutput::Lsn;
 
 KafkaTransactions::KafkaTransactions(const RelayConfig& config, Pipeline& pipeline,

@@ -7,9 +7,13 @@
 #include <chrono>
 #include <variant>
 
+#include "outbox/common/clock.hpp"
+#include "outbox/common/log_text.hpp"
 #include "outbox/pgoutput/wire.hpp"
 
 namespace outbox::relay {
+using common::now_unix_ms;
+using common::quoted;
 namespace {
 
 // Marks the opaque of a dead-letter record (transaction sequence numbers stay far below).
@@ -23,27 +27,9 @@ constexpr std::string_view kParked = "PARKED";
 // The label of outbox_relay_skipped_changes_total, by Pipeline::Skip.
 constexpr std::array<const char*, 4> kSkipReasons = {"other_table", "update", "delete", "truncate"};
 
-std::int64_t now_unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string first_word(const std::string& s) { return s.substr(0, s.find(':')); }
 
 }  // namespace
-
-std::string quoted(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() + 2);
-  out += '"';
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c == '\n' ? ' ' : c;
-  }
-  out += '"';
-  return out;
-}
 
 // An event that cannot reach its topic: what is known of it, for the error or the DLQ record.
 struct Pipeline::Poison {
@@ -176,7 +162,7 @@ void Pipeline::count_skip(std::uint32_t relid, Skip skip, std::string_view table
     log_->info(
         "event=skipping slot={} reason={} table={} relid={}: not an insert into {}.{}; "
         "counted in outbox_relay_skipped_changes_total, logged once",
-        config_.slot, reason, table.empty() ? "?" : table, relid, config_.mapper.schema,
+        config_.slot, reason, quoted(table.empty() ? "?" : table), relid, config_.mapper.schema,
         config_.mapper.table);
   }
 }
@@ -271,11 +257,11 @@ Pipeline::Step Pipeline::on_message(const pgoutput::Relation& r, const pgoutput:
     // partitions (dropped after its retention). Relay rather than lose.
     outbox = mapper_.has_outbox_columns(r);
     log_->warn(
-        "event=vanished_relation slot={} relid={} table={}.{} treated_as_outbox={}: the "
+        "event=vanished_relation slot={} relid={} table={} treated_as_outbox={}: the "
         "relation no longer exists, so whether it was a partition of {}.{} cannot be "
         "read from the catalog; judged by its columns",
-        config_.slot, r.relid, r.nspname, r.relname, outbox, config_.mapper.schema,
-        config_.mapper.table);
+        config_.slot, r.relid, quoted(std::string(r.nspname) + "." + std::string(r.relname)),
+        outbox, config_.mapper.schema, config_.mapper.table);
   }
   mapper_.on_relation(r, outbox);
   return Pipeline::Step::kDone;

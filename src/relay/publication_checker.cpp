@@ -7,7 +7,10 @@
 #include <boost/system/system_error.hpp>
 #include <vector>
 
+#include "outbox/common/log_text.hpp"
+
 namespace outbox::relay {
+using common::quoted;
 namespace asio = boost::asio;
 using asio::awaitable;
 using asio::use_awaitable;
@@ -100,8 +103,8 @@ awaitable<void> PublicationChecker::check() {
     log_->info(
         "event=publication_verified slot={} publication={} table={} partitioned={} "
         "published_relations={} at={}",
-        config_.slot, config_.publication, tables, check.partitioned, check.published_relids.size(),
-        before->to_string());
+        config_.slot, config_.publication, quoted(tables), check.partitioned,
+        check.published_relids.size(), before->to_string());
   }
   fingerprint_ = check.fingerprint;
   pipeline_.set_outbox_tree(check.partitioned, check.tree_relids);

@@ -20,6 +20,8 @@
 
 #include "kafka_producers.hpp"
 #include "kafka_transactions.hpp"
+#include "outbox/common/clock.hpp"
+#include "outbox/common/log_text.hpp"
 #include "outbox/kafka/consumer.hpp"
 #include "outbox/pg/bootstrap.hpp"
 #include "outbox/pg/publication_check.hpp"
@@ -33,6 +35,8 @@
 #include "publication_checker.hpp"
 
 namespace outbox::relay {
+using common::now_unix_ms;
+using common::quoted;
 namespace asio = boost::asio;
 using asio::awaitable;
 using asio::use_awaitable;
@@ -456,7 +460,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
           co_await pg::ensure_slot_and_publication(*conn_, options, config_.connect_timeout);
       if (r.created_publication) {
         log_->info("event=created_publication publication={} table={}", config_.publication,
-                   m.table.empty() ? "none" : m.schema + "." + m.table);
+                   quoted(m.table.empty() ? "none" : m.schema + "." + m.table));
       }
       if (r.created_slot) log_->info("event=created_slot slot={}", config_.slot);
       if (r.refusal) throw FatalError(refused(*r.refusal, r.slot));
@@ -643,12 +647,6 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     transactions_.producers_renewed();
     pipeline_.rewound();
     rewind_signalled_ = false;
-  }
-
-  static std::int64_t now_unix_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
   }
 
   // A status update soon when the confirmable position passed what the slot was last told

@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
+#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -388,6 +390,28 @@ TEST_F(PipelineTest, SkippedChangesAreCounted) {
   ASSERT_EQ(step(f.b), Step::kDone);
   EXPECT_EQ(metrics_.skipped_changes["update"], 1u);
   EXPECT_TRUE(sink_.records.empty());
+}
+
+// A hostile aggregate type (newline, quote, forged field, invalid UTF-8) in a poison event: the
+// dead-letter warnings stay one line each, the detail one quoted value with the text escaped.
+TEST_F(PipelineTest, HostileAggregateTypeIsLoggedOnOneLine) {
+  std::ostringstream out;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_st>(out);
+  sink->set_pattern("%v");
+  pipeline_.emplace(config_, sink_, metrics_, std::make_shared<spdlog::logger>("test", sink));
+  ASSERT_EQ(step(relation()), Step::kDone);
+  pipeline_->publication_verified(Lsn{~0ULL >> 1});
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a", "x\n evil=1 \" forged=2 \xff")), Step::kDone);
+  const std::string log = out.str();
+  std::vector<std::string> lines;
+  std::istringstream in(log);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 2u) << log;  // dead_lettered, then aggregate_parked
+  EXPECT_TRUE(lines[0].starts_with("event=dead_lettered ")) << log;
+  EXPECT_TRUE(lines[1].starts_with("event=aggregate_parked ")) << log;
+  EXPECT_NE(log.find("x\\n evil=1 \\\" forged=2 \xEF\xBF\xBD"), std::string::npos) << log;
+  EXPECT_EQ(log.find('\xff'), std::string::npos) << log;
 }
 
 // ---- no re-send after a reconnect ----------------------------------------------------------

@@ -37,9 +37,16 @@ void setup_logging(const LoggingConfig& config);
 // a window that ended logs its count on the next warning of the event anyway).
 void report_suppressed_warnings();
 
+// The formatter of every line: text ("<time> <level> <logger> slot=<slot> <message>", the
+// message with control characters escaped and invalid UTF-8 replaced) or JSON
+// (format_json_line). Either way one line per message, whatever the message holds.
+std::unique_ptr<spdlog::formatter> make_formatter(const LoggingConfig& config);
+
 // One JSON object per line: ts (UTC, ms), level, logger, slot, the message's key=value fields
 // (numbers as numbers, everything else as strings; a key already present is not repeated) and
-// msg, the whole message text.
+// msg, the whole message text. A quoted value (key="...", written by common::quoted()) ends at
+// its first unescaped quote and its escapes are read back, so text inside a value cannot add a
+// field. Always valid JSON: control characters escaped, invalid UTF-8 replaced by U+FFFD.
 std::string format_json_line(std::chrono::system_clock::time_point time,
                              spdlog::level::level_enum level, std::string_view logger,
                              std::string_view slot, std::string_view message);

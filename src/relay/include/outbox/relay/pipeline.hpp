@@ -10,8 +10,6 @@
 // Not thread-safe: used from the relay's io_context thread only.
 #pragma once
 
-#include <spdlog/logger.h>
-
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -34,6 +32,13 @@
 #include "outbox/relay/metrics.hpp"
 #include "outbox/relay/relay.hpp"
 
+// The logger is only held here (a shared_ptr of an incomplete type): this header needs no spdlog,
+// which relay links privately. Whoever constructs a Pipeline (the Relay, the tests) includes
+// spdlog itself.
+namespace spdlog {
+class logger;
+}  // namespace spdlog
+
 namespace outbox::relay {
 
 // A condition that ends the relay with a specific exit code and message.
@@ -46,10 +51,6 @@ struct FatalError : std::runtime_error {
   explicit FatalError(Fatal f) : std::runtime_error(f.message), fatal(std::move(f)) {}
   Fatal fatal;
 };
-
-// A log field value inside double quotes: inner quotes and backslashes escaped, so that
-// key="value" fields stay parseable.
-std::string quoted(std::string_view text);
 
 class Pipeline {
  public:

@@ -1,7 +1,7 @@
-// Command-line flags: defaults, every flag, and one-line errors that name the flag.
-#include "outbox/app/options.hpp"
-
+// Command-line flags of run: defaults, every flag, and one-line errors that name the flag.
 #include <gtest/gtest.h>
+
+#include "outbox/app/options.hpp"
 
 namespace outbox::app {
 namespace {
@@ -17,7 +17,7 @@ std::string error_of(std::vector<std::string> args) {
   return "no error";
 }
 
-TEST(Options, DefaultsMatchDebeziumOutboxRouter) {
+TEST(RunOptions, DefaultsMatchDebeziumOutboxRouter) {
   Options o = parse({"--pg", "dbname=x", "--brokers", "k:9092"});
   EXPECT_EQ(o.relay.conninfo, "dbname=x");
   EXPECT_EQ(o.relay.producer.brokers, "k:9092");
@@ -35,7 +35,7 @@ TEST(Options, DefaultsMatchDebeziumOutboxRouter) {
   EXPECT_EQ(o.log_level, "info");
 }
 
-TEST(Options, EveryFlagIsApplied) {
+TEST(RunOptions, EveryFlagIsApplied) {
   Options o = parse({"--pg=host=h",
                      "--brokers",
                      "a:1,b:2",
@@ -100,20 +100,20 @@ TEST(Options, EveryFlagIsApplied) {
   EXPECT_TRUE(r.mapper.require_json);
 }
 
-TEST(Options, ReadPauseZeroReadsAtOnce) {
+TEST(RunOptions, ReadPauseZeroReadsAtOnce) {
   EXPECT_EQ(parse({"--pg", "x", "--brokers", "k:1", "--read-pause", "0"}).relay.read_pause.count(),
             0);
   EXPECT_EQ(parse({"--pg", "x", "--brokers", "k:1", "--read-pause", "2ms"}).relay.read_pause,
             std::chrono::milliseconds(2));
 }
 
-TEST(Options, TableWithoutSchemaIsPublic) {
+TEST(RunOptions, TableWithoutSchemaIsPublic) {
   Options o = parse({"--pg", "x", "--brokers", "k:1", "--table", "events"});
   EXPECT_EQ(o.relay.mapper.schema, "public");
   EXPECT_EQ(o.relay.mapper.table, "events");
 }
 
-TEST(Options, ErrorsNameTheFlag) {
+TEST(RunOptions, ErrorsNameTheFlag) {
   EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--status-interval", "banana"}),
             "--status-interval: invalid duration 'banana' (expected e.g. 500ms, 10s, 1m, 7d, at "
             "least 1ms)");
@@ -142,7 +142,7 @@ TEST(Options, ErrorsNameTheFlag) {
             "--no-create: takes no value");
 }
 
-TEST(Options, HelpListsEveryFlagWithDefault) {
+TEST(RunOptions, HelpListsEveryFlagWithDefault) {
   Options o = parse({"--help"});
   EXPECT_TRUE(o.help);
   std::string u = usage();
