@@ -1,28 +1,71 @@
 #!/usr/bin/env bash
-# The whole test run, as CI does it (.ci/run):
-#   1. scripts/install-deps.sh
-#   2. configure + build in build/ (CMake, Ninja, RelWithDebInfo)
-#   3. start PostgreSQL and Kafka (scripts/pg-up.sh, scripts/kafka-up.sh)
-#   4. ctest in build/, then the integration and fault tests again on PostgreSQL 18
-#   5. unless OUTBOX_SKIP_FUZZ is set:
-#        unit_* targets built with ASan+UBSan in build-asan/, then ctest there on the tests
-#        named unit* or run by a unit_* executable;
-#        the libFuzzer target fuzz_decoder built with clang in build-fuzz/, run for
-#        ${OUTBOX_FUZZ_SECONDS:-60} s on a temporary copy of tests/fuzz/corpus.
-#   6. unless OUTBOX_SKIP_BENCH is set: scripts/bench.sh --quick (benchmark smoke run).
-# Services are stopped on exit (set OUTBOX_KEEP_SERVICES=1 to leave them running).
-# nats-server (scripts/nats-up.sh, JetStream, for the tests labelled nats) starts after them.
-# Exit status: ctest's status if it failed, else that of the first failing phase in step 5.
-# Extra ctest arguments for step 4 can be given in OUTBOX_CTEST_ARGS (e.g. "-R relay -V").
+# The whole test run, as CI does it (.ci/run), or some of its tiers (docs/testing.md):
+#
+#   scripts/test.sh [TIER...]        (or OUTBOX_TIERS="TIER ...")
+#
+# Tiers, in the order they run (all of them when none is named):
+#   unit         ctest -L unit, in parallel (-j nproc): no I/O, seconds
+#   repo         ctest -L repo: checks on the repository itself (no tracked file over 1 MiB)
+#   deploy       ctest -L deploy -LE integration, in parallel: promtool, static checks
+#   integration  ctest -L integration, one at a time: the real relay against PostgreSQL and Kafka
+#   fault        ctest -L fault, one at a time: tests that kill, stop and restart the servers
+#   failover     ctest -L failover: a PostgreSQL 18 primary and standby of their own, promoted
+#   nats         ctest -L nats: the JetStream publisher against nats-server (scripts/nats-up.sh)
+#   pg18         the integration and fault tests again on PostgreSQL 18 (OUTBOX_PG_VERSION=18
+#                scripts/pg-up.sh on OUTBOX_PG18_PORT, default PostgreSQL's port + 1), all but
+#                RelayIntegration.Tls (the wheel's server has no TLS); OUTBOX_SKIP_PG18 drops it
+#   package      ctest -L package: the Debian package installed with dpkg (needs root or sudo)
+#   asan         the unit tests built with ASan+UBSan in build-asan/ and run there (-j nproc)
+#   fuzz         the libFuzzer target fuzz_decoder built with clang in build-fuzz/, run for
+#                ${OUTBOX_FUZZ_SECONDS:-60} s on a temporary copy of tests/fuzz/corpus
+#   bench        scripts/bench.sh --quick (benchmark smoke run)
+# Before them: scripts/install-deps.sh (unless OUTBOX_SKIP_DEPS is set), configure + build in
+# build/ (CMake, Ninja, RelWithDebInfo); PostgreSQL and Kafka are started (scripts/pg-up.sh,
+# scripts/kafka-up.sh) only when a tier needs them (integration, fault, bench).
+# Knobs: OUTBOX_SKIP_FUZZ drops asan and fuzz, OUTBOX_SKIP_BENCH drops bench from the default
+# list; OUTBOX_CTEST_ARGS adds arguments to every ctest call (e.g. "-R relay -V");
+# OUTBOX_FAULT_SCALE=0.1 shrinks the fault tests' workloads; OUTBOX_KEEP_SERVICES=1 leaves the
+# services running on exit (they are stopped otherwise).
+# Every test registered with ctest carries exactly one tier label (a test without one fails the
+# run). No test is retried: a test that fails once is a failure (a flake is a bug to fix).
+# Exit status: that of the first failing tier. The time of each phase is printed at the end.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO"
 
+ALL_TIERS=(unit repo deploy integration fault failover nats pg18 package asan fuzz bench)
+if [ $# -gt 0 ]; then
+  tiers=("$@")
+elif [ -n "${OUTBOX_TIERS:-}" ]; then
+  read -r -a tiers <<<"$OUTBOX_TIERS"
+else
+  tiers=()
+  for t in "${ALL_TIERS[@]}"; do
+    case $t in
+      asan | fuzz) [ -n "${OUTBOX_SKIP_FUZZ:-}" ] && continue ;;
+      bench) [ -n "${OUTBOX_SKIP_BENCH:-}" ] && continue ;;
+      pg18) [ -n "${OUTBOX_SKIP_PG18:-}" ] && continue ;;
+    esac
+    tiers+=("$t")
+  done
+fi
+declare -A want=()
+for t in "${tiers[@]}"; do
+  case " ${ALL_TIERS[*]} " in
+    *" $t "*) want[$t]=1 ;;
+    *) die "unknown tier '$t' (tiers: ${ALL_TIERS[*]})" ;;
+  esac
+done
+wants() { [ -n "${want[$1]:-}" ]; }
+
 JOBS="$(nproc)"
 TIMINGS=()
 PHASE=""
 PHASE_T0=0
+STARTED_SERVICES=""
+STARTED_NATS=""
+FIRST_RC=0
 
 phase() {
   phase_done
@@ -33,10 +76,15 @@ phase() {
 phase_done() {
   if [ -n "$PHASE" ]; then
     local ms=$(($(now_ms) - PHASE_T0))
-    TIMINGS+=("$(printf '%-28s %4d.%01d s' "$PHASE" $((ms / 1000)) $((ms % 1000 / 100)))")
+    TIMINGS+=("$(printf '%-20s %5d.%01d s' "$PHASE" $((ms / 1000)) $((ms % 1000 / 100)))")
     log "==== $PHASE: $((ms / 1000)).$((ms % 1000 / 100)) s"
     PHASE=""
   fi
+}
+# failed WHAT RC: logs the failure and keeps the first failing status for the exit.
+failed() {
+  log "$1 failed with status $2"
+  [ "$FIRST_RC" -ne 0 ] || FIRST_RC=$2
 }
 
 # shellcheck disable=SC2317  # invoked by the EXIT trap
@@ -44,12 +92,11 @@ cleanup() {
   local rc=$?
   set +e
   phase_done
-  if [ -z "${OUTBOX_KEEP_SERVICES:-}" ]; then
+  if [ -n "$STARTED_SERVICES" ] && [ -z "${OUTBOX_KEEP_SERVICES:-}" ]; then
     "$REPO/scripts/kafka-down.sh"
     "$REPO/scripts/pg-down.sh"
-    OUTBOX_PG_VERSION=18 "$REPO/scripts/pg-down.sh"
   fi
-  if [ -z "${OUTBOX_KEEP_SERVICES:-}" ]; then
+  if [ -n "$STARTED_NATS" ] && [ -z "${OUTBOX_KEEP_SERVICES:-}" ]; then
     "$REPO/scripts/nats-down.sh"
   fi
   log "timings:"
@@ -57,6 +104,7 @@ cleanup() {
   for t in "${TIMINGS[@]}"; do
     log "  $t"
   done
+  [ "$rc" -ne 0 ] || rc=$FIRST_RC
   log "exit status $rc"
   exit "$rc"
 }
@@ -77,104 +125,116 @@ has_target() {
   cmake --build "$1" --target help 2>/dev/null | grep -q -E "^$2(:| )"
 }
 
-phase "install-deps"
-"$REPO/scripts/install-deps.sh"
+ctest_args=()
+read -r -a ctest_args <<<"${OUTBOX_CTEST_ARGS:-}"
+TIER_LABELS='^(unit|repo|deploy|integration|fault|failover|nats|package)$'
+
+# ctest_tier NAME [CTEST ARGS...]: one ctest tier in build/, its failure recorded.
+ctest_tier() {
+  local name=$1
+  shift
+  phase "$name"
+  local rc=0
+  ctest --test-dir "$REPO/build" --output-on-failure --timeout 900 "$@" "${ctest_args[@]}" ||
+    rc=$?
+  [ "$rc" -eq 0 ] || failed "ctest tier $name" "$rc"
+}
+
+if [ -z "${OUTBOX_SKIP_DEPS:-}" ]; then
+  phase "install-deps"
+  "$REPO/scripts/install-deps.sh"
+fi
 
 phase "build"
 configure "$REPO/build"
 cmake --build "$REPO/build" -j "$JOBS"
 
-phase "services"
-# Start both at once; each is idempotent and writes its own lines of .local/env.
-"$REPO/scripts/pg-up.sh" >/dev/null &
-pg_job=$!
-"$REPO/scripts/kafka-up.sh" >/dev/null &
-kafka_job=$!
-pg_rc=0
-kafka_rc=0
-wait "$pg_job" || pg_rc=$?
-wait "$kafka_job" || kafka_rc=$?
-[ "$pg_rc" -eq 0 ] || die "pg-up.sh failed ($pg_rc)"
-[ "$kafka_rc" -eq 0 ] || die "kafka-up.sh failed ($kafka_rc)"
-# NATS JetStream (the tests labelled nats): starts in well under a second.
-"$REPO/scripts/nats-up.sh" >/dev/null || die "nats-up.sh failed"
-# shellcheck source=/dev/null
-source "$ENV_FILE"
-export OUTBOX_RELAY_BIN="$REPO/build/outbox-relay"
-log "OUTBOX_PG=$OUTBOX_PG OUTBOX_BROKERS=$OUTBOX_BROKERS"
+# Every test belongs to one tier: one without a tier label would never run.
+unlabelled="$(ctest --test-dir "$REPO/build" -N -LE "$TIER_LABELS" | sed -n 's/^ *Test *#[0-9]*: //p')"
+if [ -n "$unlabelled" ]; then
+  log "tests without a tier label (set LABELS in their CMakeLists.txt):"
+  printf '  %s\n' "$unlabelled" >&2
+  failed "tier labels" 1
+fi
 
-phase "ctest"
-ctest_args=()
-read -r -a ctest_args <<<"${OUTBOX_CTEST_ARGS:-}"
-ctest_rc=0
-# A test that fails is run once more (its failure stays in the log): a few fault tests drive
-# librdkafka's mock cluster and real broker restarts, whose timing on 2 shared cores varies.
-ctest --test-dir "$REPO/build" --output-on-failure --timeout 900 --repeat until-pass:2 \
-  "${ctest_args[@]}" || ctest_rc=$?
-[ "$ctest_rc" -eq 0 ] || log "ctest failed with status $ctest_rc"
+if wants integration || wants fault || wants failover || wants pg18 || wants bench; then
+  phase "services"
+  STARTED_SERVICES=1
+  # Start both at once; each is idempotent and writes its own lines of .local/env.
+  "$REPO/scripts/pg-up.sh" >/dev/null &
+  pg_job=$!
+  "$REPO/scripts/kafka-up.sh" >/dev/null &
+  kafka_job=$!
+  pg_rc=0
+  kafka_rc=0
+  wait "$pg_job" || pg_rc=$?
+  wait "$kafka_job" || kafka_rc=$?
+  [ "$pg_rc" -eq 0 ] || die "pg-up.sh failed ($pg_rc)"
+  [ "$kafka_rc" -eq 0 ] || die "kafka-up.sh failed ($kafka_rc)"
+  # shellcheck source=/dev/null
+  source "$ENV_FILE"
+  export OUTBOX_RELAY_BIN="$REPO/build/outbox-relay"
+  log "OUTBOX_PG=$OUTBOX_PG OUTBOX_BROKERS=$OUTBOX_BROKERS"
+fi
+if wants nats; then
+  # NATS JetStream (the tests labelled nats): starts in well under a second.
+  STARTED_NATS=1
+  "$REPO/scripts/nats-up.sh" >/dev/null || die "nats-up.sh failed"
+  # shellcheck source=/dev/null
+  source "$ENV_FILE"
+fi
 
-# ---- PostgreSQL 18 (issue 22) ----------------------------------------------------------------
-# The tests that talk to the server (labels integration and fault) run again against PostgreSQL
-# 18 (scripts/pg-up.sh with OUTBOX_PG_VERSION=18, on OUTBOX_PG18_PORT, by default PostgreSQL's
-# port + 1), all of them but RelayIntegration.Tls (the wheel's server has no TLS). About as long
-# as the first pass without its unit tests. OUTBOX_SKIP_PG18=1 leaves the pass out.
-if [ -z "${OUTBOX_SKIP_PG18:-}" ]; then
-  phase "ctest on PostgreSQL 18"
+# The unit, repo and static deploy tests share no server: they run in parallel. Integration
+# tests share one PostgreSQL (its WAL senders, replication slots, roles) and one broker, and
+# several measure time (idle relays, deadlines): they run one at a time, as the fault tests,
+# which stop and restart the servers, must.
+wants unit && ctest_tier unit -L '^unit$' -j "$JOBS"
+wants repo && ctest_tier repo -L '^repo$'
+wants deploy && ctest_tier deploy -L '^deploy$' -LE '^integration$' -j "$JOBS"
+wants integration && ctest_tier integration -L '^integration$'
+wants fault && ctest_tier fault -L '^fault$'
+wants failover && ctest_tier failover -L '^failover$'
+wants nats && ctest_tier nats -L '^nats$'
+if wants pg18; then
   pg18=(env OUTBOX_PG_VERSION=18 OUTBOX_PG_PORT="${OUTBOX_PG18_PORT:-$((PG_PORT + 1))}")
   "${pg18[@]}" "$REPO/scripts/pg-up.sh" >/dev/null || die "pg-up.sh (PostgreSQL 18) failed"
   # shellcheck source=/dev/null
   source "$ENV_FILE"
-  rc=0
-  "${pg18[@]}" OUTBOX_PG="$OUTBOX_PG18" OUTBOX_PG_DATA="$OUTBOX_PG18_DATA" \
-    OUTBOX_PG_BIN="$OUTBOX_PG18_BIN" ctest --test-dir "$REPO/build" --output-on-failure \
-    --timeout 900 -L 'integration|fault' -E '^RelayIntegration[.]Tls$' "${ctest_args[@]}" || rc=$?
+  pg15=("$OUTBOX_PG" "$OUTBOX_PG_DATA" "$OUTBOX_PG_BIN")
+  export OUTBOX_PG="$OUTBOX_PG18" OUTBOX_PG_DATA="$OUTBOX_PG18_DATA" OUTBOX_PG_BIN="$OUTBOX_PG18_BIN"
+  export OUTBOX_PG_VERSION=18 OUTBOX_PG_PORT="${OUTBOX_PG18_PORT:-$((PG_PORT + 1))}"
+  ctest_tier pg18 -L '^(integration|fault)$' -E '^RelayIntegration[.]Tls$'
+  export OUTBOX_PG="${pg15[0]}" OUTBOX_PG_DATA="${pg15[1]}" OUTBOX_PG_BIN="${pg15[2]}"
+  unset OUTBOX_PG_VERSION OUTBOX_PG_PORT
   "${pg18[@]}" "$REPO/scripts/pg-down.sh" || true
-  if [ "$rc" -ne 0 ]; then
-    log "ctest on PostgreSQL 18 failed with status $rc"
-    [ "$ctest_rc" -ne 0 ] || ctest_rc=$rc
-  fi
 fi
+wants package && ctest_tier package -L '^package$'
 
-extra_rc=0
-if [ -z "${OUTBOX_SKIP_FUZZ:-}" ]; then
-  phase "asan unit tests"
+if wants asan; then
+  phase "asan"
   asan="$REPO/build-asan"
   configure "$asan" -DOUTBOX_SANITIZE=ON
   mapfile -t unit_targets < <(cmake --build "$asan" --target help |
     sed -n 's/^\(unit_[A-Za-z0-9_.+-]*\): .*/\1/p' | sort -u)
   if [ ${#unit_targets[@]} -eq 0 ]; then
-    log "no unit_* targets yet; skipping the sanitizer run"
+    log "no unit_* targets; skipping the sanitizer run"
   else
     cmake --build "$asan" -j "$JOBS" --target "${unit_targets[@]}"
-    # The tests to run: those named unit* plus every test whose command is a unit_*
-    # executable (gtest_discover_tests names them "<TEST_PREFIX><Suite>.<Case>"). Selected
-    # by number (-I) so that tests of targets not built here are not attempted.
-    mapfile -t unit_tests < <({
-      ctest --test-dir "$asan" -N -V |
-        sed -n 's|^\([0-9]\+\): Test command: "\{0,1\}[^ ]*/unit_[^/ ]*\( .*\)\{0,1\}$|\1|p'
-      ctest --test-dir "$asan" -N -R '^unit' | sed -n 's|^ *Test *#\([0-9]\+\): .*|\1|p'
-    } | sort -n -u)
-    if [ ${#unit_tests[@]} -eq 0 ]; then
-      log "no unit tests registered in $asan; skipping the sanitizer run"
-    else
-      list="$(IFS=,; printf '%s' "${unit_tests[*]}")"
-      log "running ${#unit_tests[@]} unit tests under ASan+UBSan"
-      rc=0
-      ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}" \
-        UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
-        ctest --test-dir "$asan" -I "0,0,0,$list" --output-on-failure --timeout 900 || rc=$?
-      if [ "$rc" -ne 0 ]; then
-        log "sanitizer unit tests failed with status $rc"
-        [ "$extra_rc" -ne 0 ] || extra_rc=$rc
-      fi
-    fi
+    rc=0
+    ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}" \
+      UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
+      ctest --test-dir "$asan" -L '^unit$' -j "$JOBS" --output-on-failure --timeout 900 \
+      "${ctest_args[@]}" || rc=$?
+    [ "$rc" -eq 0 ] || failed "sanitizer unit tests" "$rc"
   fi
+fi
 
-  phase "fuzz_decoder"
+if wants fuzz; then
+  phase "fuzz"
   fuzz="$REPO/build-fuzz"
   configure "$fuzz" -DCMAKE_CXX_COMPILER=clang++ -DOUTBOX_FUZZ=ON
   if ! has_target "$fuzz" fuzz_decoder; then
-    log "no fuzz_decoder target yet; skipping the fuzz run"
+    log "no fuzz_decoder target; skipping the fuzz run"
   else
     cmake --build "$fuzz" -j "$JOBS" --target fuzz_decoder
     fuzz_bin="$(find "$fuzz" -type f -name fuzz_decoder -perm -u+x | head -n 1)"
@@ -193,8 +253,8 @@ if [ -z "${OUTBOX_SKIP_FUZZ:-}" ]; then
     rm -rf "$corpus"
     if [ "$rc" -ne 0 ]; then
       tail -n 60 "$fuzz/fuzz.log" >&2
-      log "fuzz_decoder failed with status $rc; crash inputs are in $fuzz/artifacts/"
-      [ "$extra_rc" -ne 0 ] || extra_rc=$rc
+      log "crash inputs are in $fuzz/artifacts/"
+      failed "fuzz_decoder" "$rc"
     else
       grep -E '^stat::(number_of_executed_units|new_units_added)' "$fuzz/fuzz.log" >&2 || true
     fi
@@ -204,18 +264,11 @@ fi
 # Benchmark smoke run (scripts/bench.sh --quick, well under a minute: tiny workloads through the
 # decoder alone, pg_recvlogical and the relay, plus a short latency run) so the benchmark cannot
 # rot. It uses the relay built above (OUTBOX_RELAY_BIN) and fails when a consumer fails.
-if [ -z "${OUTBOX_SKIP_BENCH:-}" ]; then
-  phase "bench --quick"
+if wants bench; then
+  phase "bench"
   rc=0
   "$REPO/scripts/bench.sh" --quick >/dev/null || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    log "bench.sh --quick failed with status $rc"
-    [ "$extra_rc" -ne 0 ] || extra_rc=$rc
-  fi
+  [ "$rc" -eq 0 ] || failed "bench.sh --quick" "$rc"
 fi
 phase_done
-
-if [ "$ctest_rc" -ne 0 ]; then
-  exit "$ctest_rc"
-fi
-exit "$extra_rc"
+exit "$FIRST_RC"

@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <sstream>
+#include <system_error>
 
 #include "outbox/app/commands.hpp"
 #include "outbox/common/clock.hpp"
@@ -12,11 +14,25 @@
 namespace outbox::app {
 using common::now_unix_ms;
 
+namespace {
+
+// The shortest text that reads back as the same double: a stream's default 6 significant digits
+// would show a Unix time as 1.76461e+09, 10 s off.
+std::string number(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : "NaN";
+}
+std::string number(std::uint64_t v) { return std::to_string(v); }
+std::string number(int v) { return std::to_string(v); }
+
+}  // namespace
+
 std::string render_backlog_prometheus(const BacklogSample& s, std::int64_t now_unix_ms) {
   std::ostringstream out;
   auto series = [&](const char* name, const char* type, const char* help, auto value) {
     out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n'
-        << name << ' ' << value << '\n';
+        << name << ' ' << number(value) << '\n';
   };
   if (s.counted) {
     series("outbox_relay_pending_events", "gauge",

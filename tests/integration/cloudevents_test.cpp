@@ -62,13 +62,13 @@ class CloudEventsIntegration : public E2eTest {
   }
   std::string dlq_topic() const { return "outbox.dlq." + suffix_; }
 
-  // Reads the topics until `count` records arrived, then a second more; by seq (the id header).
+  // Reads the topics until `count` records arrived, then to their end; by seq (the id header).
   std::map<int, Record> read_by_seq(std::size_t count, const std::vector<std::string>& topics) {
     KafkaReader reader(brokers_, topics);
     const bool arrived = reader.read_until(
         [&](const std::vector<Record>& records) { return records.size() >= count; }, 60s);
     EXPECT_TRUE(arrived) << reader.records().size() << " of " << count << " records in Kafka";
-    reader.read_for(1s);
+    EXPECT_TRUE(reader.read_to_end()) << reader.errors().back();
     std::map<std::string, int> seq_by_id;
     for (const auto& r : pg_->query("SELECT seq, id::text FROM " + qualified_table())) {
       seq_by_id[r[1].value()] = std::stoi(r[0].value());

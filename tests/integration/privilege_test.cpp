@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -155,7 +156,8 @@ TEST_F(PrivilegeIntegration, ReplicationOnlyRoleRelaysAfterTheOwnerRanSetup) {
   ASSERT_TRUE(
       reader.read_until([&](const auto& records) { return records.size() >= kEvents; }, 120s))
       << reader.records().size() << " of " << kEvents << " events in Kafka within 120 s";
-  reader.read_for(500ms);
+  expect_confirmed_reaches(after_inserts, 60s);
+  EXPECT_TRUE(reader.read_to_end()) << reader.errors().back();
   EXPECT_EQ(reader.records().size(), static_cast<std::size_t>(kEvents));
   const Problems problems = check_committed_in_order(reader, committed_rows());
   EXPECT_EQ(problems.count(), 0u) << problems.describe();
@@ -172,7 +174,9 @@ TEST_F(PrivilegeIntegration, ReplicationOnlyRoleRelaysAfterTheOwnerRanSetup) {
       30s, 200ms))
       << "no successful backlog count as " << role_;
   EXPECT_EQ(samples["outbox_relay_backlog_scans_total{result=\"error\"}"], "0");
-  EXPECT_NE(samples["outbox_relay_publication_checks_total"], "0");
+  // At least the check at start, and then one per interval: present and counting.
+  EXPECT_GE(sample_value(samples, "outbox_relay_publication_checks_total").value_or(-1), 1)
+      << "outbox_relay_publication_checks_total missing or 0";
   EXPECT_EQ(http_get(port, "/readyz").status, 200);
 
   // status, as the same role: the slot is healthy and nothing is pending.
@@ -183,6 +187,62 @@ TEST_F(PrivilegeIntegration, ReplicationOnlyRoleRelaysAfterTheOwnerRanSetup) {
   EXPECT_NE(status.out.find("\"healthy\":true"), std::string::npos) << status.out;
   EXPECT_NE(status.out.find("\"pending_events\":0"), std::string::npos) << status.out;
 
+  expect_graceful_stop(relay);
+}
+
+// A role without REPLICATION is refused by the server at every replication connection: the relay
+// does not exit but keeps reconnecting, each event=reconnect warning giving the server's reason,
+// in state connecting (/readyz 503 naming it). README, "A least-privileged PostgreSQL role".
+TEST_F(PrivilegeIntegration, RoleWithoutReplicationKeepsReconnectingAndSaysWhy) {
+  create_outbox_table();
+  const CommandResult setup =
+      command("setup", {"setup", "--pg", conninfo_, "--slot", slot_, "--publication", publication_,
+                        "--table", qualified_table()});
+  ASSERT_EQ(setup.exit_code, 0) << setup.out << setup.err;
+  pg_->exec("ALTER ROLE " + role_ + " NOREPLICATION");
+  EXPECT_EQ(pg_->scalar("SELECT rolreplication::text FROM pg_roles WHERE rolname = $1", {role_}),
+            "false");
+
+  const std::uint16_t port = free_port();
+  RelayProcess& relay = start_restricted_relay(
+      {"--no-create", "--metrics-addr", "127.0.0.1:" + std::to_string(port)});
+  // Backoff 0.2, 0.4, 0.8, 1.6 s...: four attempts within a few seconds.
+  // The server's reason: PostgreSQL 15 says "must be superuser or replication role to start
+  // walsender", 16 and later "permission denied to start WAL sender".
+  auto says_why = [](const std::string& text) {
+    return text.find("must be superuser or replication role") != std::string::npos ||
+           text.find("permission denied to start WAL sender") != std::string::npos;
+  };
+  auto reconnects = [&] {
+    std::size_t n = 0;
+    const std::string log = read_file(relay.log_path());
+    for (auto at = log.find("event=reconnect"); at != std::string::npos;
+         at = log.find("event=reconnect", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  const bool retried =
+      wait_until([&] { return !relay.is_running() || reconnects() >= 4; }, 60s, 200ms);
+  ASSERT_TRUE(relay.is_running()) << "the relay exited with " << relay.wait_exit(0ms).value_or(-1)
+                                  << ":\n"
+                                  << tail_file(relay.log_path(), 20);
+  ASSERT_TRUE(retried) << "fewer than 4 reconnects within 60 s:\n"
+                       << tail_file(relay.log_path(), 20);
+  // Every reconnect says why.
+  std::istringstream log(read_file(relay.log_path()));
+  for (std::string line; std::getline(log, line);) {
+    if (line.find("event=reconnect") == std::string::npos) continue;
+    EXPECT_TRUE(says_why(line)) << "a reconnect without the server's reason: " << line;
+  }
+  const HttpResult ready = http_get(port, "/readyz");
+  EXPECT_EQ(ready.status, 503);
+  EXPECT_NE(ready.body.find("state connecting"), std::string::npos) << ready.body;
+  EXPECT_TRUE(says_why(ready.body)) << ready.body;
+  const auto samples = parse_samples(http_get(port, "/metrics").body);
+  EXPECT_EQ(sample_value(samples, "outbox_relay_state{state=\"connecting\"}"), 1.0);
+  EXPECT_GE(sample_value(samples, "outbox_relay_reconnects_total").value_or(-1), 4);
+  EXPECT_FALSE(pg_->slot_active(slot_)) << "the slot is streamed without REPLICATION";
   expect_graceful_stop(relay);
 }
 

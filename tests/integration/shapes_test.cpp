@@ -42,13 +42,13 @@ class ShapesIntegration : public E2eTest {
     return ids;
   }
 
-  // Reads the topic and the dead-letter topic until `count` records arrived, then a second more.
+  // Reads the topic and the dead-letter topic until `count` records arrived, then to their end.
   std::vector<Record> read_all(std::size_t count, const std::vector<std::string>& topics) {
     KafkaReader reader(brokers_, topics);
     const bool arrived = reader.read_until(
         [&](const std::vector<Record>& records) { return records.size() >= count; }, 60s);
     EXPECT_TRUE(arrived) << reader.records().size() << " of " << count << " records in Kafka";
-    reader.read_for(1s);
+    EXPECT_TRUE(reader.read_to_end()) << reader.errors().back();
     std::vector<Record> out;
     for (const Record* r : in_kafka_order(reader.records())) out.push_back(*r);
     return out;

@@ -78,4 +78,18 @@ std::map<std::string, std::string> parse_samples(const std::string& text) {
   return out;
 }
 
+std::optional<double> sample_value(const std::map<std::string, std::string>& samples,
+                                   const std::string& series) {
+  auto it = samples.find(series);
+  if (it == samples.end()) return std::nullopt;
+  try {
+    std::size_t used = 0;
+    const double value = std::stod(it->second, &used);
+    if (used != it->second.size()) return std::nullopt;
+    return value;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace outbox_test

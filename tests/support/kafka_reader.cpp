@@ -137,7 +137,10 @@ void KafkaReader::poll_once(std::chrono::milliseconds timeout) {
     if (message->key != nullptr) {
       record.key.emplace(static_cast<const char*>(message->key), message->key_len);
     }
-    if (message->payload != nullptr && keep_values_) {
+    if (message->payload != nullptr && transform_) {
+      record.value =
+          transform_(std::string_view(static_cast<const char*>(message->payload), message->len));
+    } else if (message->payload != nullptr && keep_values_) {
       record.value.assign(static_cast<const char*>(message->payload), message->len);
     }
     record.null_value = message->payload == nullptr;
@@ -183,6 +186,53 @@ bool KafkaReader::read_until(const std::function<bool(const std::vector<Record>&
 
 void KafkaReader::read_for(std::chrono::milliseconds duration) {
   read_until([](const std::vector<Record>&) { return false; }, duration);
+}
+
+bool KafkaReader::read_to_end(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  next_metadata_ = Clock::now();
+  assign_new_topics();
+  // The end of each assigned partition now; the consumer's position must reach it.
+  std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionListDeleter> ends(
+      rd_kafka_topic_partition_list_new(0));
+  for (const auto& [topic, count] : partitions_) {
+    for (std::int32_t p = 0; p < count; ++p) {
+      std::int64_t low = 0;
+      std::int64_t high = 0;
+      const auto err =
+          rd_kafka_query_watermark_offsets(rk_.get(), topic.c_str(), p, &low, &high, 10000);
+      if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        errors_.push_back("high watermark of " + topic + "/" + std::to_string(p) + ": " +
+                          rd_kafka_err2str(err));
+        return false;
+      }
+      if (high > low)
+        rd_kafka_topic_partition_list_add(ends.get(), topic.c_str(), p)->offset = high;
+    }
+  }
+  auto reached = [&] {
+    std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionListDeleter> positions(
+        rd_kafka_topic_partition_list_copy(ends.get()));
+    if (rd_kafka_position(rk_.get(), positions.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) return false;
+    for (int i = 0; i < positions->cnt; ++i) {
+      // The position is the next offset to read (after a transaction's control record too).
+      if (positions->elems[i].offset < 0 || positions->elems[i].offset < ends->elems[i].offset) {
+        return false;
+      }
+    }
+    return true;
+  };
+  while (!reached()) {
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      errors_.push_back("high watermarks not reached within " + std::to_string(timeout.count()) +
+                        " ms");
+      return false;
+    }
+    poll_once(std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now),
+                       std::chrono::milliseconds(100)));
+  }
+  return true;
 }
 
 }  // namespace outbox_test

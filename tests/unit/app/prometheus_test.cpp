@@ -7,6 +7,8 @@
 #include <map>
 #include <sstream>
 
+#include "outbox/app/backlog_sampler.hpp"
+
 namespace outbox::app {
 namespace {
 
@@ -32,6 +34,24 @@ relay::Metrics sample_metrics() {
   m.commit_to_ack_seconds.observe(0.004);
   m.commit_to_ack_seconds.observe(100);  // +Inf only
   m.commit_to_read_seconds.observe(0.002);
+  // Every other figure with a value of its own, so that a series showing another's value fails.
+  m.producer_rewinds = 11;
+  m.kafka_transactions_committed = 12;
+  m.kafka_transactions_aborted = 13;
+  m.resent_transactions_skipped = 14;
+  m.resent_inserts_skipped = 15;
+  m.other_prefix_messages = 16;
+  m.skipped_changes["other_table"] = 17;
+  m.skipped_changes["update"] = 18;
+  m.skipped_changes["delete"] = 19;
+  m.skipped_changes["truncate"] = 20;
+  m.parked_events = 21;
+  m.invalid_traceparents = 22;
+  m.parked_aggregates = 23;
+  m.publication_checks = 24;
+  m.publication_verified_lsn = *pgoutput::Lsn::parse("1/18");
+  m.kafka_commit_seconds.observe(0.25);
+  m.kafka_commit_seconds.observe(0.5);
   return m;
 }
 
@@ -76,6 +96,60 @@ TEST(Prometheus, EveryDocumentedSeriesWithItsValue) {
   EXPECT_EQ(s["outbox_relay_info{slot=\"my_slot\",publication=\"my_pub\",table=\"public.outbox\","
               "version=\"0.1.0\"}"],
             "1");
+  EXPECT_EQ(s["outbox_relay_producer_rewinds_total"], "11");
+  EXPECT_EQ(s["outbox_relay_kafka_transactions_committed_total"], "12");
+  EXPECT_EQ(s["outbox_relay_kafka_transactions_aborted_total"], "13");
+  EXPECT_EQ(s["outbox_relay_resent_transactions_skipped_total"], "14");
+  EXPECT_EQ(s["outbox_relay_resent_inserts_skipped_total"], "15");
+  EXPECT_EQ(s["outbox_relay_ignored_messages_total"], "16");
+  EXPECT_EQ(s["outbox_relay_skipped_changes_total{reason=\"other_table\"}"], "17");
+  EXPECT_EQ(s["outbox_relay_skipped_changes_total{reason=\"update\"}"], "18");
+  EXPECT_EQ(s["outbox_relay_skipped_changes_total{reason=\"delete\"}"], "19");
+  EXPECT_EQ(s["outbox_relay_skipped_changes_total{reason=\"truncate\"}"], "20");
+  EXPECT_EQ(s["outbox_relay_parked_events_total"], "21");
+  EXPECT_EQ(s["outbox_relay_invalid_traceparent_total"], "22");
+  EXPECT_EQ(s["outbox_relay_parked_aggregates"], "23");
+  EXPECT_EQ(s["outbox_relay_publication_checks_total"], "24");
+  EXPECT_EQ(s["outbox_relay_publication_verified_lsn"], std::to_string((1ULL << 32) + 0x18));
+  // The histograms by their count and sum (buckets: HistogramIsCumulativeWithInfEqualToCount).
+  EXPECT_EQ(s["outbox_relay_commit_to_ack_seconds_count"], "4");
+  EXPECT_EQ(s["outbox_relay_commit_to_read_seconds_count"], "1");
+  EXPECT_EQ(s["outbox_relay_commit_to_read_seconds_sum"], "0.002");
+  EXPECT_EQ(s["outbox_relay_kafka_commit_seconds_count"], "2");
+  EXPECT_EQ(s["outbox_relay_kafka_commit_seconds_sum"], "0.75");
+  EXPECT_EQ(s["outbox_relay_kafka_commit_seconds_bucket{le=\"+Inf\"}"], "2");
+}
+
+// The backlog series, rendered beside the relay's own once a count succeeded.
+TEST(Prometheus, EveryDocumentedBacklogSeriesWithItsValue) {
+  BacklogSample b;
+  b.counted = true;
+  b.pending_events = 31;
+  b.lower_bound = true;
+  // Realistic clock values: a Unix time in seconds needs its 13 significant digits.
+  b.oldest_commit_unix_ms = 1'764'612'340'000;
+  b.scan_seconds = 0.75;
+  b.scanned_at_unix_ms = 1'764'612'345'678;
+  b.scans_ok = 32;
+  b.scans_failed = 33;
+  auto s = samples(render_backlog_prometheus(b, 1'764'612'344'500));
+  EXPECT_EQ(s["outbox_relay_pending_events"], "31");
+  EXPECT_EQ(s["outbox_relay_pending_events_lower_bound"], "1");
+  EXPECT_EQ(s["outbox_relay_oldest_pending_age_seconds"], "4.5");
+  EXPECT_EQ(s["outbox_relay_backlog_scan_duration_seconds"], "0.75");
+  EXPECT_EQ(s["outbox_relay_backlog_scan_timestamp_seconds"], "1764612345.678");
+  EXPECT_EQ(s["outbox_relay_backlog_scans_total{result=\"ok\"}"], "32");
+  EXPECT_EQ(s["outbox_relay_backlog_scans_total{result=\"error\"}"], "33");
+
+  // Before the first successful count only the scan counters exist (the gauges are absent, not
+  // 0: an alert on them must not see an empty backlog that was never counted).
+  BacklogSample none;
+  none.scans_failed = 2;
+  auto n = samples(render_backlog_prometheus(none, 1'764'612'344'500));
+  EXPECT_EQ(n.count("outbox_relay_pending_events"), 0u);
+  EXPECT_EQ(n.count("outbox_relay_oldest_pending_age_seconds"), 0u);
+  EXPECT_EQ(n["outbox_relay_backlog_scans_total{result=\"error\"}"], "2");
+  EXPECT_EQ(n["outbox_relay_backlog_scans_total{result=\"ok\"}"], "0");
 }
 
 TEST(Prometheus, HistogramIsCumulativeWithInfEqualToCount) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace outbox_test {
@@ -21,5 +22,9 @@ HttpResult http_get(std::uint16_t port, const std::string& path);
 
 // Samples of a Prometheus exposition: "name{labels}" -> value text.
 std::map<std::string, std::string> parse_samples(const std::string& text);
+// The value of one series ("name{labels}" exactly as exposed), or nullopt when it is missing or
+// not a number: a check against it fails when the series is gone, unlike samples["..."] != "0".
+std::optional<double> sample_value(const std::map<std::string, std::string>& samples,
+                                   const std::string& series);
 
 }  // namespace outbox_test

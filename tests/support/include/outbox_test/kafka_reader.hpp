@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 struct rd_kafka_s;
@@ -43,8 +44,14 @@ class KafkaReader {
   // Consumes until `done(records())` holds or `timeout` elapsed; returns whether `done` held.
   bool read_until(const std::function<bool(const std::vector<Record>&)>& done,
                   std::chrono::milliseconds timeout);
-  // Consumes whatever arrives within `duration` (for checking that nothing more comes).
+  // Consumes whatever arrives within `duration`.
   void read_for(std::chrono::milliseconds duration);
+  // Consumes every partition of the requested topics up to its high watermark as queried now
+  // (topics that do not exist yet count as empty): what a consumer sees of everything the broker
+  // has acknowledged so far. For "nothing more than this" checks, after the relay confirmed (so
+  // Kafka acknowledged) all it produced. Returns false (and records an error) when the end is not
+  // reached within `timeout`.
+  bool read_to_end(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
   // Everything read so far, in arrival order (which is offset order within a partition).
   const std::vector<Record>& records() const { return records_; }
@@ -55,6 +62,11 @@ class KafkaReader {
   // With false, records keep everything but their value (empty): for reading a million records
   // whose values the test does not look at.
   void set_keep_values(bool keep) { keep_values_ = keep; }
+  // Records keep transform(value) instead of the value (not called for a null value): for
+  // checking the content of a million records without keeping them.
+  void set_value_transform(std::function<std::string(std::string_view)> transform) {
+    transform_ = std::move(transform);
+  }
 
  private:
   struct Deleter {
@@ -70,6 +82,7 @@ class KafkaReader {
   std::vector<Record> records_;
   std::vector<std::string> errors_;
   bool keep_values_ = true;
+  std::function<std::string(std::string_view)> transform_;
 };
 
 }  // namespace outbox_test
