@@ -687,7 +687,11 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   // connection mid-query). A check that fails here is the same exit 5 as while streaming; one
   // that cannot run leaves the position where it was (those transactions are sent again).
   awaitable<void> final_check() {
-    if (!stopping_ || fatal_ || pipeline_.rewinding() || !pipeline_.waiting_for_check()) co_return;
+    // A stop, or a poison event (exit 3): what was delivered before it is confirmed. Not after a
+    // publication problem (exit 5) or any other failure.
+    const bool poison = fatal_ && fatal_->code == kExitPoisonEvent;
+    if (!(stopping_ && !fatal_) && !poison) co_return;
+    if (pipeline_.rewinding() || !pipeline_.waiting_for_check()) co_return;
     co_await checker_.await_background(true);
     checker_.disconnect();
     try {

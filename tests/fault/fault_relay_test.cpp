@@ -198,6 +198,28 @@ class Poison : public FaultTest, public ::testing::WithParamInterface<PoisonCase
   Lsn lsn_after_last_ = 0;
 };
 
+// The good event committed right before the poison, no wait between them: the relay stops with
+// exit 3 and still confirms the good event it delivered (its stop checks the publication once
+// more, so the confirmation is not held at the last periodic check), and never the poison.
+TEST_P(Poison, FailConfirmsTheGoodEventCommittedJustBeforeIt) {
+  RelayProcess& relay = start_relay(mode_args("fail"));
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  commit_first();
+  commit_rest();
+  const auto exit_code = relay.wait_exit(60s);
+  ASSERT_TRUE(exit_code.has_value()) << "relay still running 60 s after a poison event";
+  EXPECT_EQ(*exit_code, 3) << "poison event exit code";
+  const auto confirmed = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(confirmed.has_value());
+  EXPECT_GT(*confirmed, first_before_commit_)
+      << "slot " << slot_ << " confirmed " << format_lsn(*confirmed)
+      << ", not past good event 1's commit (after " << format_lsn(first_before_commit_)
+      << "), which Kafka acknowledged before the relay stopped: it would be sent again";
+  EXPECT_LE(*confirmed, poison_before_)
+      << "slot " << slot_ << " confirmed " << format_lsn(*confirmed)
+      << " past the poison transaction (commit after " << format_lsn(poison_before_) << ")";
+}
+
 TEST_P(Poison, FailStopsBeforeIt) {
   const PoisonCase& c = GetParam();
   RelayProcess& relay = start_relay(mode_args("fail"));
