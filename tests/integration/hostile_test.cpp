@@ -32,7 +32,7 @@ class HostileIntegration : public E2eTest {
   std::vector<Record> read_topic(const std::string& topic, std::size_t count) {
     KafkaReader reader(brokers_, {topic});
     reader.read_until([&](const std::vector<Record>& r) { return r.size() >= count; }, 30s);
-    reader.read_for(1s);
+    EXPECT_TRUE(reader.read_to_end()) << "topic " << topic << " could not be read to its end";
     return reader.records();
   }
 };

@@ -93,7 +93,7 @@ class SecurityIntegration : public E2eTest {
         << all.count() << " of " << kEvents << " events in Kafka within 60 s\n"
         << tail_file(relay.log_path(), 30);
     expect_confirmed_reaches(end, 30s);
-    reader.read_for(500ms);
+    EXPECT_TRUE(reader.read_to_end()) << "the topics could not be read to their end";
     EXPECT_EQ(reader.records().size(), static_cast<std::size_t>(kEvents)) << "each event once";
     const Problems problems = check_committed_in_order(reader, committed_rows());
     EXPECT_EQ(problems.count(), 0u) << problems.describe();
@@ -291,7 +291,7 @@ TEST_F(SecurityIntegration, DeniedTopicIsDeadLetteredWhenTheDlqIsAllowed) {
       << reader.records().size() << " of 8 records within 60 s\n"
       << tail_file(relay.log_path(), 30);
   expect_confirmed_reaches(end, 30s);
-  reader.read_for(500ms);
+  EXPECT_TRUE(reader.read_to_end()) << "the topics could not be read to their end";
   std::size_t in_topic = 0;
   std::size_t dead = 0;
   for (const Record& r : reader.records()) {
