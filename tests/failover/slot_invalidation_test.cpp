@@ -160,6 +160,38 @@ TEST_F(SlotInvalidation, WalRemovedExitsWithCode4NamingTheCauseAndTheRecovery) {
   ASSERT_NO_FATAL_FAILURE(recover_as_advised(log, kRelayed + kMissed));
 }
 
+// A slot dropped while the relay streams from it (an operator's mistake, a tool cleaning up): the
+// relay makes no new slot (it would start past events committed meanwhile, silently) but stops
+// with exit code 4 naming the loss.
+TEST_F(SlotInvalidation, SlotDroppedWhileStreamingExitsWithCode4) {
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  // The walsender ended and the slot dropped before the relay's reconnect takes it again.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        pg_->query(
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
+            "WHERE slot_name = $1 AND active_pid IS NOT NULL",
+            {slot_});
+        try {
+          pg_->query("SELECT pg_drop_replication_slot($1)", {slot_});
+        } catch (const std::exception&) {
+          // Active again (the relay reconnected first): once more.
+        }
+        return !pg_->slot_exists(slot_);
+      },
+      30s, 50ms))
+      << "could not drop slot " << slot_;
+  const auto code = relay.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop after its slot was dropped\n"
+                                << tail_file(relay.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(relay.log_path(), 20);
+  EXPECT_NE(read_file(relay.log_path()).find("disappeared while the relay was using it"),
+            std::string::npos)
+      << tail_file(relay.log_path(), 20);
+  EXPECT_FALSE(pg_->slot_exists(slot_)) << "the relay made a new slot";
+}
+
 // PostgreSQL 18's idle_replication_slot_timeout: the slot is invalidated at a checkpoint once no
 // relay streamed from it for longer.
 TEST_F(SlotInvalidation, IdleTimeoutExitsWithCode4NamingTheCauseAndTheRecovery) {
