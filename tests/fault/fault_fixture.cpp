@@ -324,6 +324,25 @@ void FaultTest::figure(const std::string& name, std::int64_t value) {
   figure(name, std::to_string(value));
 }
 
+void FaultTest::expect_every_event_delivered(KafkaReader& reader, std::chrono::seconds timeout,
+                                             DeliveryCheck& check, std::size_t expected_rows) {
+  const Lsn lsn_after_load = pg_->current_wal_lsn();
+  const auto rows = committed_seqs();
+  if (expected_rows != 0) ASSERT_EQ(rows.size(), expected_rows);
+  DistinctIds all(rows.size());
+  ASSERT_TRUE(reader.read_until(std::ref(all), timeout))
+      << all.count() << " of " << rows.size() << " events in Kafka within " << timeout.count()
+      << " s";
+  EXPECT_TRUE(expect_confirmed_reaches(lsn_after_load, 60s));
+  EXPECT_TRUE(reader.read_to_end()) << "the topic could not be read to its end";
+  check = check_deliveries(reader.records(), rows);
+  EXPECT_EQ(check.problems.count(), 0u) << check.problems.describe();
+  EXPECT_EQ(check.missing, 0u);
+  EXPECT_EQ(check.ghosts, 0u);
+  figure("events", static_cast<std::int64_t>(rows.size()));
+  figure("duplicates", static_cast<std::int64_t>(check.duplicates));
+}
+
 Workload& FaultTest::start_workload(std::vector<TxnPlan> plan, std::chrono::milliseconds duration,
                                     int aggregates) {
   workloads_.push_back(std::make_unique<Workload>(conninfo_, qualified_table(), aggregatetype_,

@@ -171,6 +171,12 @@ class FaultTest : public E2eTest {
   // Prints a figure and records it in the test's XML properties.
   void figure(const std::string& name, const std::string& value);
   void figure(const std::string& name, std::int64_t value);
+  // After a load: every committed event (`expected_rows` of them unless 0) in Kafka within
+  // `timeout`, the slot confirmed through the load's end, read to the high watermark, nothing
+  // missing, no ghost, per-aggregate order; the duplicates figured and left in `check` for the
+  // caller's own bound. Use with ASSERT_NO_FATAL_FAILURE.
+  void expect_every_event_delivered(KafkaReader& reader, std::chrono::seconds timeout,
+                                    DeliveryCheck& check, std::size_t expected_rows = 0);
   Workload& start_workload(std::vector<TxnPlan> plan, std::chrono::milliseconds duration,
                            int aggregates = 200);
 

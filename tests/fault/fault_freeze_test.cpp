@@ -139,19 +139,9 @@ TEST_P(BrokerFreeze, RelayKeepsItsReplicationConnection) {
 
   // After the thaw: everything arrives, confirmed, on the same connection.
   load->join();
-  const Lsn lsn_after_load = pg_->current_wal_lsn();
-  const auto rows = committed_seqs();
-  ASSERT_EQ(rows.size(), static_cast<std::size_t>(transactions) * 5);
-  DistinctIds all(rows.size());
-  ASSERT_TRUE(reader.read_until(std::ref(all), 180s))
-      << all.count() << " of " << rows.size() << " events in Kafka within 180 s of the thaw";
-  EXPECT_TRUE(expect_confirmed_reaches(lsn_after_load, 60s));
-  EXPECT_TRUE(reader.read_to_end()) << "the topic could not be read to its end";
-  const auto check = check_deliveries(reader.records(), rows);
-  EXPECT_EQ(check.problems.count(), 0u) << check.problems.describe();
-  EXPECT_EQ(check.missing, 0u);
-  EXPECT_EQ(check.ghosts, 0u);
-  figure("duplicates", static_cast<std::int64_t>(check.duplicates));
+  DeliveryCheck check;
+  ASSERT_NO_FATAL_FAILURE(expect_every_event_delivered(reader, 180s, check,
+                                                       static_cast<std::size_t>(transactions) * 5));
   if (c.mode == Mode::kExactlyOnce) {
     EXPECT_EQ(check.duplicates, 0u) << "an event is visible twice to a read_committed consumer";
   }
@@ -209,20 +199,9 @@ TEST_P(GracefulStop, SigtermUnderLoadResendsNothing) {
     ASSERT_NO_FATAL_FAILURE(wait_until_streaming(*relay));
   }
   load.join();
-  const Lsn lsn_after_load = pg_->current_wal_lsn();
-  const auto rows = committed_seqs();
-  DistinctIds all(rows.size());
-  ASSERT_TRUE(reader.read_until(std::ref(all), 300s))
-      << all.count() << " of " << rows.size() << " events in Kafka within 300 s";
-  EXPECT_TRUE(expect_confirmed_reaches(lsn_after_load, 60s));
-  EXPECT_TRUE(reader.read_to_end()) << "the topic could not be read to its end";
-  const auto check = check_deliveries(reader.records(), rows);
-  EXPECT_EQ(check.problems.count(), 0u) << check.problems.describe();
-  EXPECT_EQ(check.missing, 0u);
-  EXPECT_EQ(check.ghosts, 0u);
+  DeliveryCheck check;
+  ASSERT_NO_FATAL_FAILURE(expect_every_event_delivered(reader, 300s, check));
   figure("stops", stops);
-  figure("events", static_cast<std::int64_t>(rows.size()));
-  figure("duplicates", static_cast<std::int64_t>(check.duplicates));
   EXPECT_EQ(check.duplicates, 0u) << "a graceful stop sent events again after the restart";
   EXPECT_TRUE(relay->is_running());
 }
