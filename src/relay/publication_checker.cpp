@@ -34,9 +34,9 @@ PublicationChecker::PublicationChecker(asio::any_io_executor executor, const Rel
       timer_(executor),
       idle_(executor) {}
 
-pg::PublicationTarget PublicationChecker::target() const {
-  return {config_.publication, config_.mapper.schema, config_.mapper.table,
-          config_.mapper.more_tables, !config_.mapper.message_prefix.empty()};
+pg::PublicationTarget publication_target(const RelayConfig& config) {
+  return {config.publication, config.mapper.schema, config.mapper.table, config.mapper.more_tables,
+          !config.mapper.message_prefix.empty()};
 }
 
 awaitable<void> PublicationChecker::check() {
@@ -55,7 +55,7 @@ awaitable<void> PublicationChecker::check() {
         "SELECT pg_current_wal_lsn()", "one LSN",
         one ? "'" + *at[0][0] + "'" : std::to_string(at.size()) + " rows");
   }
-  const pg::PublicationTarget all = target();
+  const pg::PublicationTarget all = publication_target(config_);
   // One check per outbox table (--table repeated), all after `before`; together they say what
   // one check says of one table.
   pg::PublicationCheck check;

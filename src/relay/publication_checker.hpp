@@ -32,6 +32,10 @@ std::chrono::steady_clock::time_point next_check_due(std::chrono::steady_clock::
                                                      std::chrono::milliseconds interval);
 inline constexpr std::chrono::milliseconds kMinCheckGap{500};
 
+// What the relay's publication must publish (and, with --messages, that PUBLIC may not emit):
+// the one description the bootstrap and every check use.
+pg::PublicationTarget publication_target(const RelayConfig& config);
+
 class PublicationChecker {
  public:
   using Clock = std::chrono::steady_clock;
@@ -76,7 +80,6 @@ class PublicationChecker {
  private:
   boost::asio::awaitable<void> background();
   boost::asio::awaitable<void> periodic();
-  pg::PublicationTarget target() const;
 
   boost::asio::any_io_executor executor_;
   const RelayConfig& config_;

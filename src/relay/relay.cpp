@@ -451,7 +451,8 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       }
       return {kExitError, "replication slot " + config_.slot + " cannot be used"};
     };
-    pg::BootstrapOptions options{publication_target(), config_.slot, config_.create, had_slot_};
+    pg::BootstrapOptions options{publication_target(config_), config_.slot, config_.create,
+                                 had_slot_};
     const std::array<pg::BootstrapPart, 2> parts{pg::BootstrapPart::kPublication,
                                                  pg::BootstrapPart::kSlot};
     for (const pg::BootstrapPart part : parts) {
@@ -465,11 +466,6 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       if (r.created_slot) log_->info("event=created_slot slot={}", config_.slot);
       if (r.refusal) throw FatalError(refused(*r.refusal, r.slot));
     }
-  }
-
-  pg::PublicationTarget publication_target() const {
-    return {config_.publication, config_.mapper.schema, config_.mapper.table,
-            config_.mapper.more_tables, !config_.mapper.message_prefix.empty()};
   }
 
   // The slot is confirmed up to what Kafka acknowledged, and never past the WAL position of the
