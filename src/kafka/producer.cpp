@@ -595,8 +595,27 @@ TxnResult txn_result(rd_kafka_error_t* error) {
 
 int timeout_ms(std::chrono::milliseconds t) { return static_cast<int>(t.count()); }
 
+// Whether the cluster's metadata lists `topic` (all topics asked: asking for one by name may make
+// a broker with auto.create.topics.enable create it, uncompacted).
+bool topic_listed(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
+  const rd_kafka_metadata_t* md = nullptr;
+  if (rd_kafka_metadata(rk, 1, nullptr, &md, timeout_ms(timeout)) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+      md == nullptr) {
+    return false;
+  }
+  bool found = false;
+  for (int i = 0; i < md->topic_cnt && !found; ++i) {
+    found = md->topics[i].err == RD_KAFKA_RESP_ERR_NO_ERROR && topic == md->topics[i].topic;
+  }
+  rd_kafka_metadata_destroy(md);
+  return found;
+}
+
 std::string create_compacted(rd_kafka_t* rk, const std::string& topic,
                              std::chrono::milliseconds timeout) {
+  // Made beforehand (by an operator whose relay may not create topics, or by an earlier start):
+  // nothing to ask of the admin API.
+  if (topic_listed(rk, topic, timeout)) return {};
   char errstr[512];
   rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), 1, -1, errstr, sizeof errstr);
   if (nt == nullptr) return std::string("topic ") + topic + ": " + errstr;

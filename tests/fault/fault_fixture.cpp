@@ -351,4 +351,25 @@ Workload& FaultTest::start_workload(std::vector<TxnPlan> plan, std::chrono::mill
   return *workloads_.back();
 }
 
+void FaultTest::set_wal_sender_timeout(const std::string& value) {
+  if (value.empty()) {
+    pg_->exec("ALTER SYSTEM RESET wal_sender_timeout");
+  } else {
+    pg_->exec("ALTER SYSTEM SET wal_sender_timeout = '" + value + "'");
+  }
+  pg_->query("SELECT pg_reload_conf()");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        PgClient fresh(conninfo_);
+        return fresh.scalar("SHOW wal_sender_timeout") == (value.empty() ? "1min" : value);
+      },
+      10s))
+      << "wal_sender_timeout did not become " << (value.empty() ? "its default" : value);
+}
+
+std::optional<std::string> FaultTest::walsender_pid() {
+  return pg_->scalar("SELECT active_pid::text FROM pg_replication_slots WHERE slot_name = $1",
+                     {slot_});
+}
+
 }  // namespace outbox_test::fault

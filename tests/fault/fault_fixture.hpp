@@ -179,6 +179,11 @@ class FaultTest : public E2eTest {
                                     DeliveryCheck& check, std::size_t expected_rows = 0);
   Workload& start_workload(std::vector<TxnPlan> plan, std::chrono::milliseconds duration,
                            int aggregates = 200);
+  // Sets the server's wal_sender_timeout (empty: its default) and waits until a new session
+  // sees it. Use with ASSERT_NO_FATAL_FAILURE.
+  void set_wal_sender_timeout(const std::string& value);
+  // The pid of the walsender serving the slot, if one is active.
+  std::optional<std::string> walsender_pid();
 
   std::string aggregatetype_;  // aggregatetypes_[0]
   std::string topic_;          // topics_[0]

@@ -30,31 +30,8 @@ struct FreezeCase {
 
 class BrokerFreeze : public FaultTest, public ::testing::WithParamInterface<FreezeCase> {
  protected:
-  // wal_sender_timeout, set for the test and reset after it whatever happens.
   static constexpr const char* kWalSenderTimeout = "5s";
   static constexpr auto kFreeze = 20s;  // four times wal_sender_timeout
-
-  void set_wal_sender_timeout(const std::string& value) {
-    if (value.empty()) {
-      pg_->exec("ALTER SYSTEM RESET wal_sender_timeout");
-    } else {
-      pg_->exec("ALTER SYSTEM SET wal_sender_timeout = '" + value + "'");
-    }
-    pg_->query("SELECT pg_reload_conf()");
-    ASSERT_TRUE(wait_until(
-        [&] {
-          PgClient fresh(conninfo_);
-          return fresh.scalar("SHOW wal_sender_timeout") == (value.empty() ? "1min" : value);
-        },
-        10s))
-        << "wal_sender_timeout did not become " << (value.empty() ? "its default" : value);
-  }
-
-  // The pid of the walsender serving the slot, if one is active.
-  std::optional<std::string> walsender_pid() {
-    return pg_->scalar("SELECT active_pid::text FROM pg_replication_slots WHERE slot_name = $1",
-                       {slot_});
-  }
 
   std::vector<std::string> mode_args() const {
     if (GetParam().mode == Mode::kExactlyOnce) return {"--delivery", "exactly-once"};

@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -206,6 +208,91 @@ TEST_F(MockCluster, HighRtt) {
   KafkaReader reader(brokers_, {topic_});
   Workload& load = start_workload(plan_uniform(scaled(200, 40), 10), 10s, 50);
   expect_all_delivered(load, reader, relay);
+}
+
+// A Kafka commit in flight whose answer the transaction coordinator holds for four times the
+// server's wal_sender_timeout (issue 21: commit_transaction used to block the io thread, and every
+// such stall cost the replication connection). The relay (exactly-once) keeps its walsender, the
+// slot confirms nothing committed after the hold began, and once the answer comes every event is
+// visible exactly once to a read_committed consumer.
+TEST_F(MockCluster, HeldCommitKeepsTheReplicationConnection) {
+  constexpr std::int16_t kEndTxnApiKey = 26;
+  constexpr auto kHold = 20s;
+  ScopeGuard reset_timeout([&] {
+    if (reconnect_pg(30s)) set_wal_sender_timeout("");
+  });
+  ASSERT_NO_FATAL_FAILURE(set_wal_sender_timeout("5s"));
+  // The mock cluster has no CreateTopics: the checkpoint topic is made beforehand, as an operator
+  // whose relay may not create topics would.
+  const std::string checkpoints = "outbox.checkpoints." + suffix_;
+  ASSERT_EQ(rd_kafka_mock_topic_create(mcluster_, checkpoints.c_str(), 1, 1),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  // Both transactional producers (ID and ID#2) have broker 1 as coordinator.
+  const std::string txn_id = "outbox-relay.mock." + suffix_;
+  for (const std::string& id : {txn_id, txn_id + "#2"}) {
+    ASSERT_EQ(rd_kafka_mock_coordinator_set(mcluster_, "transaction", id.c_str(), 1),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  RelayProcess& relay = start_relay({"--delivery", "exactly-once", "--transactional-id", txn_id,
+                                     "--checkpoint-topic", checkpoints});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  KafkaReader reader(brokers_, {topic_});
+  const int transactions = scaled(300, 60);
+  Workload& load = start_workload(plan_uniform(transactions, 5), 30s, 50);
+  ASSERT_TRUE(reader.read_until([](const auto& r) { return r.size() >= 20; }, 60s))
+      << "nothing visible in the mock cluster before the hold";
+  const std::optional<std::string> first_pid = walsender_pid();
+  ASSERT_TRUE(first_pid.has_value()) << "no walsender serves slot " << slot_;
+
+  // The next EndTxn is answered after kHold (the mock connection holds what follows it too).
+  auto held = [&] {
+    size_t cnt = 0;
+    rd_kafka_mock_broker_error_stack_cnt(mcluster_, 1, kEndTxnApiKey, &cnt);
+    return cnt;
+  };
+  rd_kafka_mock_broker_push_request_error_rtts(
+      mcluster_, 1, kEndTxnApiKey, 1, RD_KAFKA_RESP_ERR_NO_ERROR, static_cast<int>(kHold / 1ms));
+  ASSERT_TRUE(wait_until([&] { return held() == 0; }, 30s, 10ms))
+      << "no Kafka commit reached the coordinator within 30 s";
+  const auto hold_start = Clock::now();
+  const std::size_t commits_at_hold = load.commits().size();
+  std::optional<Lsn> bound;
+  Lsn max_confirmed = 0;
+  std::set<std::string> pids;
+  const bool relay_died = wait_until(
+      [&] {
+        if (!bound) {
+          const auto commits = load.commits();
+          if (commits.size() > commits_at_hold + 1)
+            bound = commits[commits_at_hold + 1].before_commit;
+        }
+        if (auto confirmed = pg_->slot_confirmed_flush(slot_))
+          max_confirmed = std::max(max_confirmed, *confirmed);
+        pids.insert(walsender_pid().value_or("none"));
+        return !relay.is_running();
+      },
+      kHold - 1s, 100ms);
+  figure("hold_watched_ms", ms_since(hold_start));
+  ASSERT_FALSE(relay_died) << "the relay exited while its commit was held with "
+                           << relay.wait_exit(0ms).value_or(-1);
+  ASSERT_TRUE(bound.has_value()) << "no transaction committed while the commit was held";
+  EXPECT_EQ(pids, std::set<std::string>{*first_pid})
+      << "the replication connection was dropped and made again while a Kafka commit was held "
+         "(walsender pids seen: "
+      << pids.size() << ")";
+  EXPECT_LE(max_confirmed, *bound) << "slot " << slot_ << " confirmed " << format_lsn(max_confirmed)
+                                   << " while the commit was held, past a transaction committed "
+                                      "after it began (commit after "
+                                   << format_lsn(*bound) << ")";
+
+  load.join();
+  DeliveryCheck check;
+  ASSERT_NO_FATAL_FAILURE(expect_every_event_delivered(reader, 120s, check,
+                                                       static_cast<std::size_t>(transactions) * 5));
+  EXPECT_EQ(check.duplicates, 0u) << "an event is visible twice to a read_committed consumer";
+  EXPECT_EQ(walsender_pid(), first_pid) << "the replication connection changed after the hold";
+  EXPECT_EQ(count_in_file(relay.log_path(), "event=reconnect"), 0u)
+      << "the relay reconnected; see " << relay.log_path();
 }
 
 // A final Produce error for one event: exit 3 under fail with the slot before it; a

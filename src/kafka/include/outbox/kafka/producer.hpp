@@ -121,7 +121,8 @@ class Producer {
 
   // Creates `topic` with cleanup.policy=compact (one partition, the broker's replication factor)
   // unless it exists. Waits up to `timeout` on the worker thread. Returns an error message,
-  // empty on success.
+  // empty on success. A topic the cluster lists already is not created (the relay's principal
+  // needs no CREATE permission for a topic made beforehand).
   boost::asio::awaitable<std::string> create_compacted_topic(std::string topic,
                                                              std::chrono::milliseconds timeout);
 
