@@ -427,7 +427,11 @@ int run_status(const StatusOptions& o, std::ostream& out, std::ostream& err) {
     auto slot = db.slot(o.slot);
     const BacklogStatus backlog = count_pending(o, slot);
     std::optional<StandbyCopy> standby;
-    if (!o.standby.empty()) standby = inspect_standby(o.standby, o.slot);
+    // --standby; else, for a failover slot, each host of a multi-host --pg (the first in
+    // recovery is the standby).
+    const std::vector<std::string> targets = standby_targets(
+        o.standby, slot && slot->failover.value_or(false) ? o.conninfo : std::string());
+    if (!targets.empty()) standby = inspect_standbys(targets, o.slot);
     const StandbyCopy* copy = standby ? &*standby : nullptr;
     out << (o.json ? format_status_json(o.slot, slot, o.max_retained_bytes, &backlog, copy)
                    : format_status_text(o.slot, slot, o.max_retained_bytes, &backlog, copy));

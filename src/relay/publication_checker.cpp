@@ -43,7 +43,9 @@ awaitable<void> PublicationChecker::check() {
   const auto timeout = config_.connect_timeout;
   if (!catalog_ || !catalog_->connected()) {
     catalog_ = std::make_unique<pg::ReplicationConnection>(executor_);
-    co_await catalog_->connect(config_.conninfo, timeout, /*replication=*/false);
+    // The stream's server: a check's catalog and WAL position must be those of the WAL decoded.
+    co_await catalog_->connect(server_conninfo_.empty() ? config_.conninfo : server_conninfo_,
+                               timeout, /*replication=*/false);
   }
   // Read before the check's snapshot: every commit before this position is visible to it. On a
   // hot standby (the relay decoding there, PostgreSQL 16+) the position replayed so far: its

@@ -274,6 +274,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     checker_.clear_error();
     conn_ = std::make_unique<pg::ReplicationConnection>(io_.get_executor());
     co_await conn_->connect(config_.conninfo, config_.connect_timeout);
+    checker_.set_server(conn_->same_server_conninfo(config_.conninfo));
     pg::SystemInfo sys = co_await conn_->identify_system(config_.connect_timeout);
     if (system_id_ && *system_id_ != sys.system_id) {
       throw FatalError({kExitSlotLost, "connected to a different PostgreSQL system (id " +

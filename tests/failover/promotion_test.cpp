@@ -197,8 +197,7 @@ class Promotion : public PairTest, public ::testing::WithParamInterface<Setup> {
 TEST_P(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost) {
   create_outbox_table();
   ASSERT_NO_FATAL_FAILURE(wait_for_table_on_standby());
-  RelayProcess& relay =
-      start_relay({"--failover", "--delivery", GetParam().delivery, "--standby", standby_});
+  RelayProcess& relay = start_relay({"--failover", "--delivery", GetParam().delivery});
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
   EXPECT_EQ(
       pg_->scalar("SELECT failover::text FROM pg_replication_slots WHERE slot_name = $1", {slot_}),
@@ -231,7 +230,15 @@ TEST_P(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost
       120s, 500ms))
       << ready.out << ready.err;
   EXPECT_NE(ready.out.find("failover_ready        yes"), std::string::npos) << ready.out;
-  // The relay's own check (run --standby) agrees, for alerting.
+  // status finds the standby among the hosts of a multi-host --pg by itself.
+  CommandResult multi = run_to_end(relay_bin_,
+                                   {"status", "--pg", conninfo_, "--slot", slot_, "--publication",
+                                    publication_, "--table", qualified_table()},
+                                   log_path("status_multi_out"), log_path("status_multi_err"), 30s);
+  EXPECT_EQ(multi.exit_code, 0) << multi.out << multi.err;
+  EXPECT_NE(multi.out.find("failover_ready        yes"), std::string::npos) << multi.out;
+  // The relay's own check agrees, for alerting: with --failover and no --standby it looks for
+  // the standby among the hosts of its multi-host --pg.
   std::map<std::string, std::string> samples;
   EXPECT_TRUE(wait_until(
       [&] {
