@@ -257,6 +257,24 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
                       ": logical replication needs wal_level = logical (ALTER SYSTEM SET "
                       "wal_level = logical, then restart PostgreSQL)");
     }
+    // A hot standby (PostgreSQL 16+) can hold the relay's slot and decode, but is read-only:
+    // the table, the publication and --messages' function and privileges are made on the
+    // primary and reach the standby by replication. Only the slot is made here.
+    const bool standby = db.exec("SELECT pg_is_in_recovery()").at(0).at(0).value_or("") == "t";
+    const std::string on_standby =
+        "this server is a standby (read-only): run outbox-relay setup against the primary "
+        "first, then again against the standby to create the slot there";
+    if (standby && db.server_version_num() < 160000) {
+      return fail(err, "setup",
+                  "this server is a standby, and logical decoding on a standby needs PostgreSQL "
+                  "16 or later (this one is " +
+                      db.server_version() + "): point --pg at the primary");
+    }
+    if (standby && !o.message_prefix.empty()) {
+      return fail(err, "setup",
+                  "--messages installs a function and changes privileges, and " + on_standby +
+                      " (without --messages: the slot decodes messages too)");
+    }
     if (o.failover) {
       // Refused rather than warned about: setup is where the configuration is made, and a
       // failover slot the primary does not protect publishes ghosts at a promotion.
@@ -270,6 +288,8 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
       out << "table: none (--messages without --table: logical messages only)\n";
     } else if (db.table_exists(o.schema, o.table)) {
       out << "table " << table << ": exists\n";
+    } else if (standby) {
+      return fail(err, "setup", "table " + table + " does not exist, and " + on_standby);
     } else if (o.create_table) {
       db.create_outbox_table(o.schema, o.table);
       out << "table " << table
@@ -307,7 +327,12 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
     pg::BootstrapOptions bootstrap{target, o.slot};
     bootstrap.failover = o.failover;
     bootstrap.part = pg::BootstrapPart::kPublication;
+    bootstrap.create = !standby;
     const pg::BootstrapResult pub = db.ensure_slot_and_publication(bootstrap);
+    if (pub.refusal == pg::BootstrapRefusal::kPublicationMissing && standby) {
+      return fail(err, "setup",
+                  "publication " + o.publication + " does not exist, and " + on_standby);
+    }
     if (pub.refusal) return fail(err, "setup", setup_refusal(o, pub));
     if (pub.created_publication && messages_only) {
       out << "publication " << o.publication
@@ -333,6 +358,10 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
     }
 
     bootstrap.part = pg::BootstrapPart::kSlot;
+    bootstrap.create = true;
+    // On a standby the creation waits for the primary to log a running-transactions record
+    // (about every 15 s while it writes; SELECT pg_log_standby_snapshot() there makes one now).
+    if (standby) out << "slot " << o.slot << ": creating it on this standby\n" << std::flush;
     const pg::BootstrapResult slot = db.ensure_slot_and_publication(bootstrap);
     if (slot.refusal) return fail(err, "setup", setup_refusal(o, slot));
     if (slot.created_slot) {
@@ -398,7 +427,11 @@ int run_status(const StatusOptions& o, std::ostream& out, std::ostream& err) {
     auto slot = db.slot(o.slot);
     const BacklogStatus backlog = count_pending(o, slot);
     std::optional<StandbyCopy> standby;
-    if (!o.standby.empty()) standby = inspect_standby(o.standby, o.slot);
+    // --standby; else, for a failover slot, each host of a multi-host --pg (the first in
+    // recovery is the standby).
+    const std::vector<std::string> targets = standby_targets(
+        o.standby, slot && slot->failover.value_or(false) ? o.conninfo : std::string());
+    if (!targets.empty()) standby = inspect_standbys(targets, o.slot);
     const StandbyCopy* copy = standby ? &*standby : nullptr;
     out << (o.json ? format_status_json(o.slot, slot, o.max_retained_bytes, &backlog, copy)
                    : format_status_text(o.slot, slot, o.max_retained_bytes, &backlog, copy));

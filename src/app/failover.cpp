@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "outbox/common/log_text.hpp"
+#include "outbox/pg/conninfo.hpp"
 
 namespace outbox::app {
 namespace {
@@ -159,6 +160,28 @@ StandbyCopy inspect_standby(const std::string& conninfo, const std::string& slot
   return c;
 }
 
+StandbyCopy inspect_standbys(const std::vector<std::string>& conninfos, const std::string& slot) {
+  if (conninfos.size() == 1) return inspect_standby(conninfos.front(), slot);
+  std::optional<StandbyCopy> failed;
+  for (const std::string& conninfo : conninfos) {
+    StandbyCopy c = inspect_standby(conninfo, slot);
+    if (c.error.empty() && c.in_recovery) return c;
+    if (!c.error.empty() && !failed) failed = std::move(c);
+  }
+  if (failed) {
+    failed->error = "no host of --pg is a standby; one could not be inspected: " + failed->error;
+    return *failed;
+  }
+  StandbyCopy none;
+  none.error = "no host of --pg is a standby";
+  return none;
+}
+
+std::vector<std::string> standby_targets(const std::string& standby, const std::string& pg) {
+  if (!standby.empty()) return {standby};
+  return pg::per_host_conninfos(pg);
+}
+
 std::string render_failover_prometheus(const FailoverSample& s) {
   std::ostringstream out;
   if (s.checked) {
@@ -177,9 +200,9 @@ std::string render_failover_prometheus(const FailoverSample& s) {
   return out.str();
 }
 
-FailoverSampler::FailoverSampler(std::string standby_conninfo, std::string slot,
+FailoverSampler::FailoverSampler(std::vector<std::string> standby_conninfos, std::string slot,
                                  std::chrono::milliseconds every)
-    : conninfo_(std::move(standby_conninfo)), slot_(std::move(slot)), every_(every) {}
+    : conninfos_(std::move(standby_conninfos)), slot_(std::move(slot)), every_(every) {}
 
 FailoverSampler::~FailoverSampler() {
   if (!thread_.joinable()) return;
@@ -196,20 +219,20 @@ FailoverSampler::~FailoverSampler() {
   }
 }
 
-void FailoverSampler::start() { thread_ = std::thread(loop, state_, conninfo_, slot_, every_); }
+void FailoverSampler::start() { thread_ = std::thread(loop, state_, conninfos_, slot_, every_); }
 
 FailoverSample FailoverSampler::sample() const {
   std::lock_guard lock(state_->mutex);
   return state_->sample;
 }
 
-void FailoverSampler::loop(std::shared_ptr<State> state, std::string conninfo, std::string slot,
-                           std::chrono::milliseconds every) {
+void FailoverSampler::loop(std::shared_ptr<State> state, std::vector<std::string> conninfos,
+                           std::string slot, std::chrono::milliseconds every) {
   auto log = spdlog::get("app");
   if (!log) log = spdlog::default_logger();
   std::optional<bool> was_ready;
   for (;;) {
-    const StandbyCopy copy = inspect_standby(conninfo, slot);
+    const StandbyCopy copy = inspect_standbys(conninfos, slot);
     std::unique_lock lock(state->mutex);
     FailoverSample& s = state->sample;
     if (!copy.error.empty()) {

@@ -209,8 +209,11 @@ int run_relay(const outbox::app::Options& options) {
     backlog->start();
   }
   std::unique_ptr<outbox::app::FailoverSampler> failover;
-  if (options.metrics_addr && !options.standby.empty()) {
-    failover = std::make_unique<outbox::app::FailoverSampler>(options.standby, options.relay.slot,
+  // --standby, or else the hosts of a multi-host --pg with --failover.
+  const std::vector<std::string> standbys = outbox::app::standby_targets(
+      options.standby, options.failover ? options.relay.conninfo : std::string());
+  if (options.metrics_addr && !standbys.empty()) {
+    failover = std::make_unique<outbox::app::FailoverSampler>(standbys, options.relay.slot,
                                                               std::chrono::seconds(10));
     failover->start();
   }

@@ -723,7 +723,8 @@ Table run_flags(Options& o) {
                 "protect it (docs/failover.md)"),
       flags::text("--standby", "CONNINFO", o.standby,
                   "a standby whose synced copy of the slot is checked every 10s:\n"
-                  "outbox_relay_failover_ready in /metrics (docs/failover.md)"),
+                  "outbox_relay_failover_ready in /metrics (docs/failover.md); with\n"
+                  "--failover, default: the standby among the hosts of a multi-host --pg"),
       flags::properties_file(
           "--kafka-config", o.kafka_config, o.warnings,
           "librdkafka properties from a file (PROPERTY=VALUE lines, # comments,\n"
@@ -897,7 +898,8 @@ Table status_flags(StatusOptions& o) {
       flags::on("--json", o.json, "one JSON object instead of the table"),
       flags::text("--standby", "CONNINFO", o.standby,
                   "a standby: unhealthy unless it holds a synced, persistent copy of the\n"
-                  "failover slot (docs/failover.md)"),
+                  "failover slot (docs/failover.md); default for a failover slot: the\n"
+                  "standby among the hosts of a multi-host --pg"),
       flags::size("--max-retained", o.max_retained_bytes,
                   "unhealthy when the slot retains more WAL than this (default 1GiB)"),
       flags::count("--max-pending", o.max_pending,

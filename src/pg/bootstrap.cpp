@@ -1,5 +1,6 @@
 #include "outbox/pg/bootstrap.hpp"
 
+#include <cstdlib>
 #include <stdexcept>
 #include <utility>
 
@@ -183,6 +184,23 @@ boost::asio::awaitable<BootstrapResult> ensure_slot_and_publication(ReplicationC
     if (rows) b.on_rows(*rows);
   }
   co_return b.result();
+}
+
+boost::asio::awaitable<ServerState> inspect_server(ReplicationConnection& conn, Duration timeout) {
+  static const std::string what = "inspect the server";
+  const Rows rows = co_await conn.exec(
+      "SELECT current_setting('server_version_num'), pg_catalog.pg_is_in_recovery()::text, "
+      "pg_catalog.pg_postmaster_start_time()::text, current_setting('hot_standby_feedback')",
+      timeout);
+  if (rows.size() != 1 || rows[0].size() != 4 || !rows[0][0] || !rows[0][1] || !rows[0][2]) {
+    throw Error::unexpected_reply(what, "one row of 4 columns", rows_shape(rows));
+  }
+  ServerState s;
+  s.version_num = std::atoi(rows[0][0]->c_str());
+  s.in_recovery = *rows[0][1] == "true";
+  s.postmaster_start = *rows[0][2];
+  s.hot_standby_feedback = rows[0][3].value_or("");
+  co_return s;
 }
 
 std::string start_replication_command(const std::string& slot, const std::string& publication,

@@ -127,4 +127,89 @@ std::string redact(std::string text) {
   return text;
 }
 
+namespace {
+
+std::vector<std::string> split_commas(const char* value) {
+  std::vector<std::string> parts;
+  if (value == nullptr) return parts;
+  std::string cur;
+  for (const char* c = value;; ++c) {
+    if (*c == ',' || *c == '\0') {
+      parts.push_back(cur);
+      cur.clear();
+      if (*c == '\0') break;
+    } else {
+      cur += *c;
+    }
+  }
+  return parts;
+}
+
+std::string conninfo_value(const std::string& v) {
+  std::string out = "'";
+  for (char c : v) {
+    if (c == '\\' || c == '\'') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+}  // namespace
+
+std::string pin_conninfo(const std::string& conninfo, const std::string& host,
+                         const std::string& hostaddr, const std::string& port) {
+  char* error = nullptr;
+  CHandle<PQconninfoOption, &PQconninfoFree> options(PQconninfoParse(conninfo.c_str(), &error));
+  BufferHandle message(error);
+  if (!options) return "";
+  std::string out;
+  for (const PQconninfoOption* o = options.get(); o->keyword != nullptr; ++o) {
+    if (o->val == nullptr) continue;
+    const std::string_view key = o->keyword;
+    if (key == "host" || key == "hostaddr" || key == "port" || key == "load_balance_hosts") {
+      continue;
+    }
+    out += std::string(o->keyword) + "=" + conninfo_value(o->val) + " ";
+  }
+  if (!host.empty()) out += "host=" + conninfo_value(host) + " ";
+  if (!hostaddr.empty()) out += "hostaddr=" + conninfo_value(hostaddr) + " ";
+  if (!port.empty()) out += "port=" + conninfo_value(port) + " ";
+  return out;
+}
+
+std::vector<std::string> per_host_conninfos(const std::string& conninfo) {
+  char* error = nullptr;
+  CHandle<PQconninfoOption, &PQconninfoFree> options(PQconninfoParse(conninfo.c_str(), &error));
+  BufferHandle message(error);
+  if (!options) return {};
+  std::vector<std::string> hosts, addrs, ports;
+  std::string rest;
+  for (const PQconninfoOption* o = options.get(); o->keyword != nullptr; ++o) {
+    if (o->val == nullptr) continue;
+    const std::string_view key = o->keyword;
+    if (key == "host") {
+      hosts = split_commas(o->val);
+    } else if (key == "hostaddr") {
+      addrs = split_commas(o->val);
+    } else if (key == "port") {
+      ports = split_commas(o->val);
+    } else if (key != "target_session_attrs" && key != "load_balance_hosts") {
+      rest += std::string(o->keyword) + "=" + conninfo_value(o->val) + " ";
+    }
+  }
+  const std::size_t n = std::max(hosts.size(), addrs.size());
+  if (n < 2) return {};
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string one = rest;
+    if (i < hosts.size() && !hosts[i].empty()) one += "host=" + conninfo_value(hosts[i]) + " ";
+    if (i < addrs.size() && !addrs[i].empty()) one += "hostaddr=" + conninfo_value(addrs[i]) + " ";
+    // One port for every host, or one each.
+    const std::string port = ports.size() == 1 ? ports[0] : i < ports.size() ? ports[i] : "";
+    if (!port.empty()) one += "port=" + conninfo_value(port) + " ";
+    out.push_back(one);
+  }
+  return out;
+}
+
 }  // namespace outbox::pg

@@ -460,6 +460,13 @@ bool ReplicationConnection::connected() const {
   return impl_->conn && PQstatus(impl_->conn.get()) == CONNECTION_OK;
 }
 
+std::string ReplicationConnection::same_server_conninfo(const std::string& conninfo) const {
+  if (!connected()) return conninfo;
+  PGconn* c = impl_->conn.get();
+  auto text = [](const char* v) { return v ? std::string(v) : std::string(); };
+  return pin_conninfo(conninfo, text(PQhost(c)), text(PQhostaddr(c)), text(PQport(c)));
+}
+
 int ReplicationConnection::server_version() const {
   return impl_->conn ? PQserverVersion(impl_->conn.get()) : 0;
 }

@@ -93,7 +93,8 @@ SlotScanResult SlotChangeScan::scan(
   // The end is fixed at the start, so a busy server cannot keep the scan going; the copy's name
   // is unique among live sessions (a temporary slot dies with its backend).
   auto start = query(c, "read the current WAL position",
-                     "SELECT pg_current_wal_lsn()::text, 'outbox_relay_scan_' || pg_backend_pid()");
+                     "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE "
+                     "pg_current_wal_lsn() END::text, 'outbox_relay_scan_' || pg_backend_pid()");
   result.upto = Lsn::parse(start.at(0).at(0)).value_or(Lsn{});
   const std::string copy = start.at(0).at(1);
   query(c, "copy replication slot " + slot + " to temporary slot " + copy,

@@ -196,6 +196,7 @@ void KafkaTransactions::begin() {
 
 // The checkpoint record, key and value.
 std::string KafkaTransactions::checkpoint_value(Lsn lsn) const {
+  if (host_.decoding_on_standby()) return lsn.to_string();
   return lsn.to_string() + " timeline=" + std::to_string(host_.timeline());
 }
 

@@ -54,6 +54,9 @@ class KafkaTransactions {
     // The server's timeline now; where an ancestor timeline ended in its history.
     virtual std::uint32_t timeline() const = 0;
     virtual std::optional<pgoutput::Lsn> switch_point(std::uint32_t old_timeline) const = 0;
+    // The session decodes on a hot standby: its WAL may go on on a new timeline (a promotion)
+    // without the stream ending, so timeline() may be an ancestor of what is decoded.
+    virtual bool decoding_on_standby() const = 0;
     // Kafka holds events of `old_timeline` past its switch point `from`, up to `to`.
     virtual void ghosts(pgoutput::Lsn from, pgoutput::Lsn to, std::uint32_t old_timeline) = 0;
     virtual void waiting_for_kafka(const std::string& reason) = 0;
@@ -111,7 +114,8 @@ class KafkaTransactions {
   void begin();
   kafka::Record checkpoint_record(const std::string& key, const std::string& value) const;
   // "LSN timeline=N": a checkpoint names its timeline, so that a relay started after a promotion
-  // knows whether it lies before the switch point (else: ghosts, and it resumes there).
+  // knows whether it lies before the switch point (else: ghosts, and it resumes there). Plain
+  // "LSN" while decoding on a standby: the timeline is not known there (see Host).
   std::string checkpoint_value(pgoutput::Lsn lsn) const;
 
   const RelayConfig& config_;

@@ -43,10 +43,17 @@ awaitable<void> PublicationChecker::check() {
   const auto timeout = config_.connect_timeout;
   if (!catalog_ || !catalog_->connected()) {
     catalog_ = std::make_unique<pg::ReplicationConnection>(executor_);
-    co_await catalog_->connect(config_.conninfo, timeout, /*replication=*/false);
+    // The stream's server: a check's catalog and WAL position must be those of the WAL decoded.
+    co_await catalog_->connect(server_conninfo_.empty() ? config_.conninfo : server_conninfo_,
+                               timeout, /*replication=*/false);
   }
-  // Read before the check's snapshot: every commit before this position is visible to it.
-  pg::Rows at = co_await catalog_->exec("SELECT pg_catalog.pg_current_wal_lsn()::text", timeout);
+  // Read before the check's snapshot: every commit before this position is visible to it. On a
+  // hot standby (the relay decoding there, PostgreSQL 16+) the position replayed so far: its
+  // snapshots see every commit replayed before them.
+  pg::Rows at = co_await catalog_->exec(
+      "SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn() "
+      "ELSE pg_catalog.pg_current_wal_lsn() END::text",
+      timeout);
   std::optional<Lsn> before;
   if (at.size() == 1 && at[0].size() == 1 && at[0][0]) before = Lsn::parse(*at[0][0]);
   if (!before) {

@@ -55,6 +55,10 @@ class PublicationChecker {
   // Throws FatalError (kExitConfig) otherwise, pg::Error when the catalog cannot be read.
   boost::asio::awaitable<void> check();
 
+  // The catalog connection goes to this conninfo (the stream's server: see
+  // pg::ReplicationConnection::same_server_conninfo), not to any host of a multi-host --pg.
+  void set_server(std::string conninfo) { server_conninfo_ = std::move(conninfo); }
+
   // Arms the next check (see next_check_due()); no-op while one runs (it arms the next itself).
   void schedule();
   void cancel_timer();
@@ -88,6 +92,7 @@ class PublicationChecker {
   std::shared_ptr<spdlog::logger> log_;
   Hooks hooks_;
   std::unique_ptr<pg::ReplicationConnection> catalog_;
+  std::string server_conninfo_;             // set_server(); empty: config's conninfo
   std::optional<std::string> fingerprint_;  // what the last check saw
   Clock::time_point last_check_;
   boost::asio::steady_timer timer_;  // the next check

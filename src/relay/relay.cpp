@@ -274,6 +274,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     checker_.clear_error();
     conn_ = std::make_unique<pg::ReplicationConnection>(io_.get_executor());
     co_await conn_->connect(config_.conninfo, config_.connect_timeout);
+    checker_.set_server(conn_->same_server_conninfo(config_.conninfo));
     pg::SystemInfo sys = co_await conn_->identify_system(config_.connect_timeout);
     if (system_id_ && *system_id_ != sys.system_id) {
       throw FatalError({kExitSlotLost, "connected to a different PostgreSQL system (id " +
@@ -281,6 +282,8 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
                                            "): the slot's history does not carry over"});
     }
     system_id_ = sys.system_id;
+    const pg::ServerState server = co_await pg::inspect_server(*conn_, config_.connect_timeout);
+    check_standby(server);
     // The timeline's ancestors and where each ended: WAL before that point is the same on both.
     history_.clear();
     if (sys.timeline > 1) {
@@ -288,8 +291,18 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     }
     // What Kafka acknowledged is in this server's WAL, unchanged, on the same timeline, and on a
     // later one (a promotion) up to the point where it left the old one.
-    bool history_continues = !timeline_ || *timeline_ == sys.timeline;
-    if (!history_continues) {
+    // The same running server as before (a standby the relay decoded on, promoted since) holds
+    // what it sent in its WAL, whatever its timeline now.
+    const bool same_server = server_start_ == server.postmaster_start;
+    server_start_ = server.postmaster_start;
+    bool history_continues = !timeline_ || *timeline_ == sys.timeline || same_server;
+    if (timeline_ && *timeline_ != sys.timeline && same_server) {
+      log_->warn(
+          "event=timeline_changed slot={} timeline={} was={} same_server=true: the server the "
+          "relay decodes on was promoted; what Kafka acknowledged is in its WAL and is not sent "
+          "again",
+          config_.slot, sys.timeline, *timeline_);
+    } else if (!history_continues) {
       if (const std::optional<Lsn> at = switch_point(*timeline_)) {
         history_continues = true;
         const Lsn past = pipeline_.timeline_switched(*at);
@@ -371,7 +384,29 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     return system_id_.value_or("?") + "/" + config_.slot;
   }
 
+  // Decoding on a hot standby (PostgreSQL 16+): refused before 16, warned without
+  // hot_standby_feedback (the primary may vacuum catalog rows the slot needs: invalidated).
+  void check_standby(const pg::ServerState& server) {
+    on_standby_ = server.in_recovery;
+    if (!on_standby_) return;
+    if (server.version_num < 160000) {
+      throw FatalError({kExitError,
+                        "the server of --pg is a standby, and logical decoding on a standby needs "
+                        "PostgreSQL 16 or later: point --pg at the primary"});
+    }
+    if (server.hot_standby_feedback != "on" && !feedback_warned_) {
+      feedback_warned_ = true;
+      log_->warn(
+          "event=standby_without_feedback slot={}: decoding on a standby with "
+          "hot_standby_feedback = {}; the primary may remove catalog rows the slot needs and the "
+          "slot is then invalidated (exit code 4). Set hot_standby_feedback = on on the standby "
+          "(and primary_slot_name)",
+          config_.slot, server.hot_standby_feedback);
+    }
+  }
+
   // KafkaTransactions::Host.
+  bool decoding_on_standby() const override { return on_standby_; }
   bool stopping() const override { return stopping_; }
   std::uint32_t timeline() const override { return timeline_.value_or(0); }
   std::optional<Lsn> switch_point(std::uint32_t old_timeline) const override {
@@ -418,6 +453,12 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     auto refused = [&](pg::BootstrapRefusal r, const std::optional<pg::SlotState>& slot) -> Fatal {
       switch (r) {
         case pg::BootstrapRefusal::kPublicationMissing:
+          if (on_standby_ && config_.create) {
+            return {kExitError, "publication " + config_.publication +
+                                    " does not exist, and the server of --pg is a standby "
+                                    "(read-only): create it on the primary (outbox-relay setup "
+                                    "--pg PRIMARY ...); it reaches the standby by replication"};
+          }
           return {kExitError, "publication " + config_.publication +
                                   " does not exist and --no-create was given"};
         case pg::BootstrapRefusal::kSlotMissing:
@@ -457,6 +498,8 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
                                                  pg::BootstrapPart::kSlot};
     for (const pg::BootstrapPart part : parts) {
       options.part = part;
+      // A standby is read-only: only the slot may be made there.
+      options.create = config_.create && !(on_standby_ && part == pg::BootstrapPart::kPublication);
       const pg::BootstrapResult r =
           co_await pg::ensure_slot_and_publication(*conn_, options, config_.connect_timeout);
       if (r.created_publication) {
@@ -745,9 +788,12 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   std::optional<Fatal> fatal_;
   std::optional<std::string> system_id_;
   std::optional<std::uint32_t> timeline_;  // of the last session
-  pg::TimelineHistory history_;            // of timeline_ (empty on timeline 1)
-  Clock::time_point stop_read_deadline_;   // see finishing_transaction()
-  Clock::time_point stop_deadline_;        // a stop's end (--shutdown-timeout after it began)
+  std::string server_start_;               // its server's pg_postmaster_start_time()
+  bool on_standby_ = false;                // its server is a hot standby
+  bool feedback_warned_ = false;
+  pg::TimelineHistory history_;           // of timeline_ (empty on timeline 1)
+  Clock::time_point stop_read_deadline_;  // see finishing_transaction()
+  Clock::time_point stop_deadline_;       // a stop's end (--shutdown-timeout after it began)
   bool rewind_signalled_ = false;
   bool kafka_refused_ = false;  // a broker refused the credentials or certificate: exiting
   Lsn last_rewind_at_;  // confirmed position at the last rewind  // wake_all() ran for the rewind

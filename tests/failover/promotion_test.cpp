@@ -115,9 +115,14 @@ struct Setup {
   bool protected_slot = true;
 };
 
-class Promotion : public E2eTest, public ::testing::WithParamInterface<Setup> {
+// A fresh primary and streaming standby (pg_pair.sh) per test; conninfo_ (the fixture's, the
+// relay's and the writers') names both hosts with target_session_attrs=read-write.
+class PairTest : public E2eTest {
  protected:
-  Promotion() : E2eTest({"promo", {"PromoOrder"}, OUTBOX_TEST_LOG_DIR}) {}
+  explicit PairTest(std::string prefix) : E2eTest({prefix, {"PromoOrder"}, OUTBOX_TEST_LOG_DIR}) {}
+
+  // false: the primary without synchronized_standby_slots (the misconfiguration).
+  virtual bool protected_pair() const { return true; }
 
   void SetUp() override {
     E2eTest::SetUp();
@@ -126,7 +131,7 @@ class Promotion : public E2eTest, public ::testing::WithParamInterface<Setup> {
     standby_port_ = primary_port_ + 1;
     std::vector<std::string> up_args = {"up", std::to_string(primary_port_),
                                         std::to_string(standby_port_)};
-    if (!GetParam().protected_slot) up_args.push_back("unprotected");
+    if (!protected_pair()) up_args.push_back("unprotected");
     CommandResult up = pair(up_args);
     ASSERT_EQ(up.exit_code, 0) << up.out << up.err;
     pair_up_ = true;
@@ -167,16 +172,8 @@ class Promotion : public E2eTest, public ::testing::WithParamInterface<Setup> {
                       log_path("status_out"), log_path("status_err"), 30s);
   }
 
-  int primary_port_ = 0, standby_port_ = 0;
-  std::uint16_t metrics_port_ = 0;
-  bool pair_up_ = false;
-  std::string primary_, standby_;
-};
-
-TEST_P(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost) {
-  create_outbox_table();
-  // No writer may write before the table reached the standby: wait for it.
-  {
+  // No writer may write before the table reached the standby.
+  void wait_for_table_on_standby() {
     PgClient standby(standby_);
     ASSERT_TRUE(wait_until(
         [&] {
@@ -184,8 +181,23 @@ TEST_P(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost
         },
         30s));
   }
-  RelayProcess& relay =
-      start_relay({"--failover", "--delivery", GetParam().delivery, "--standby", standby_});
+
+  int primary_port_ = 0, standby_port_ = 0;
+  std::uint16_t metrics_port_ = 0;
+  bool pair_up_ = false;
+  std::string primary_, standby_;
+};
+
+class Promotion : public PairTest, public ::testing::WithParamInterface<Setup> {
+ protected:
+  Promotion() : PairTest("promo") {}
+  bool protected_pair() const override { return GetParam().protected_slot; }
+};
+
+TEST_P(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost) {
+  create_outbox_table();
+  ASSERT_NO_FATAL_FAILURE(wait_for_table_on_standby());
+  RelayProcess& relay = start_relay({"--failover", "--delivery", GetParam().delivery});
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
   EXPECT_EQ(
       pg_->scalar("SELECT failover::text FROM pg_replication_slots WHERE slot_name = $1", {slot_}),
@@ -218,7 +230,15 @@ TEST_P(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost
       120s, 500ms))
       << ready.out << ready.err;
   EXPECT_NE(ready.out.find("failover_ready        yes"), std::string::npos) << ready.out;
-  // The relay's own check (run --standby) agrees, for alerting.
+  // status finds the standby among the hosts of a multi-host --pg by itself.
+  CommandResult multi = run_to_end(relay_bin_,
+                                   {"status", "--pg", conninfo_, "--slot", slot_, "--publication",
+                                    publication_, "--table", qualified_table()},
+                                   log_path("status_multi_out"), log_path("status_multi_err"), 30s);
+  EXPECT_EQ(multi.exit_code, 0) << multi.out << multi.err;
+  EXPECT_NE(multi.out.find("failover_ready        yes"), std::string::npos) << multi.out;
+  // The relay's own check agrees, for alerting: with --failover and no --standby it looks for
+  // the standby among the hosts of its multi-host --pg.
   std::map<std::string, std::string> samples;
   EXPECT_TRUE(wait_until(
       [&] {
@@ -343,6 +363,220 @@ INSTANTIATE_TEST_SUITE_P(Delivery, Promotion,
                            std::string name = info.param.delivery;
                            for (char& c : name) c = c == '-' ? '_' : c;
                            return name + (info.param.protected_slot ? "" : "_unprotected");
+                         });
+
+// Decoding on a hot standby (PostgreSQL 16+, docs/failover.md): the relay's --pg names the
+// standby alone; its slot is made there; the writers write on the primary. Then the primary dies
+// and the standby is promoted under the relay, whose stream goes on (the walsender follows the
+// new timeline). The relay's connection is then cut, so that it reconnects to the same server on
+// its new timeline, and later it is restarted: each time it resumes at what Kafka acknowledged,
+// with no ghost reported (what it decoded is in that server's WAL). Every row of the promoted
+// database in Kafka, no ghost, per-aggregate order; the slot confirmed only what Kafka holds.
+class StandbyDecoding : public PairTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  StandbyDecoding() : PairTest("sbdec") {}
+
+  // The relay with --pg naming the standby alone.
+  RelayProcess& start_relay_on_standby() {
+    const std::string both = conninfo_;
+    conninfo_ = standby_;
+    RelayProcess& relay = start_relay({"--delivery", GetParam()});
+    conninfo_ = both;
+    return relay;
+  }
+
+  // Streaming from its slot on the standby. Creating a slot on a standby waits for a
+  // running-transactions record from the primary: the primary is asked for one meanwhile.
+  void wait_until_streaming_on_standby(RelayProcess& relay, PgClient& standby) {
+    PgClient primary(primary_);
+    const bool streaming = wait_until(
+        [&] {
+          if (!relay.is_running()) return true;
+          primary.exec("SELECT pg_log_standby_snapshot()");
+          return read_file(relay.log_path()).find("event=streaming") != std::string::npos &&
+                 standby.slot_active(slot_);
+        },
+        60s, 500ms);
+    ASSERT_TRUE(streaming && relay.is_running()) << tail_file(relay.log_path(), 30);
+  }
+
+  // The slot is confirmed only for what Kafka holds: the rows committed before `end` (a WAL
+  // position after them) are all in Kafka once the slot on `server` (the standby, promoted or
+  // not) was confirmed to `end`.
+  void expect_confirmed_means_delivered(PgClient& server, const std::string& what) {
+    const auto rows = committed_rows();
+    // The primary's position after those commits; the standby's slot gets there once the
+    // standby replayed them.
+    const Lsn end = pg_->current_wal_lsn();
+    ASSERT_TRUE(wait_until(
+        [&] {
+          const auto confirmed = server.slot_confirmed_flush(slot_);
+          return confirmed && *confirmed >= end;
+        },
+        60s))
+        << what << ": the slot was not confirmed to " << format_lsn(end);
+    KafkaReader reader(brokers_, topics_);
+    reader.set_keep_values(false);
+    ASSERT_TRUE(reader.read_to_end(60s));
+    std::set<std::string> in_kafka;
+    for (const Record& r : reader.records()) in_kafka.insert(r.headers.at("id"));
+    std::size_t missing = 0;
+    for (const auto& [id, row] : rows) missing += in_kafka.count(id) == 0 ? 1 : 0;
+    EXPECT_EQ(missing, 0u) << what << ": the slot was confirmed to " << format_lsn(end) << " but "
+                           << missing << " of " << rows.size()
+                           << " rows committed before it are not in Kafka";
+  }
+};
+
+TEST_P(StandbyDecoding, RelayOnTheStandbyCarriesOnThroughItsPromotion) {
+  create_outbox_table();
+  ASSERT_NO_FATAL_FAILURE(wait_for_table_on_standby());
+  PgClient standby(standby_);
+
+  // What a standby cannot do is refused, naming the primary: the publication is made there.
+  {
+    RelayProcess& refused = start_relay_on_standby();
+    const auto code = refused.wait_exit(60s);
+    ASSERT_TRUE(code.has_value()) << tail_file(refused.log_path(), 20);
+    EXPECT_EQ(*code, 1);
+    const std::string log = read_file(refused.log_path());
+    EXPECT_NE(log.find("is a standby (read-only): create it on the primary"), std::string::npos)
+        << tail_file(refused.log_path(), 20);
+    CommandResult setup =
+        run_to_end(relay_bin_,
+                   {"setup", "--pg", standby_, "--slot", slot_, "--publication", publication_,
+                    "--table", qualified_table(), "--messages", "outbox"},
+                   log_path("setup_out"), log_path("setup_err"), 30s);
+    EXPECT_EQ(setup.exit_code, 1);
+    EXPECT_NE(setup.err.find("this server is a standby (read-only)"), std::string::npos)
+        << setup.err;
+    EXPECT_FALSE(standby.slot_confirmed_flush(slot_).has_value()) << "a refused start made a slot";
+  }
+  pg_->exec("CREATE PUBLICATION " + publication_ + " FOR TABLE " + qualified_table() +
+            " WITH (publish = 'insert', publish_via_partition_root = true)");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return standby
+            .scalar("SELECT pubname::text FROM pg_publication WHERE pubname = $1", {publication_})
+            .has_value();
+      },
+      30s));
+
+  RelayProcess& relay = start_relay_on_standby();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming_on_standby(relay, standby));
+  EXPECT_FALSE(pg_->slot_confirmed_flush(slot_).has_value()) << "the slot is on the standby only";
+
+  std::vector<std::unique_ptr<Writer>> writers;
+  for (int i = 0; i < 3; ++i) {
+    writers.push_back(
+        std::make_unique<Writer>(conninfo_, qualified_table(), aggregatetypes_[0], i + 1));
+    writers.back()->start();
+  }
+  ScopeGuard stop_writers([&] {
+    for (auto& w : writers) w->stop();
+  });
+  auto commits = [&] {
+    int n = 0;
+    for (auto& w : writers) n += w->commits();
+    return n;
+  };
+
+  // The primary writes, the relay decodes on the standby.
+  ASSERT_TRUE(wait_until([&] { return commits() >= 600; }, 60s));
+  ASSERT_NO_FATAL_FAILURE(expect_confirmed_means_delivered(standby, "on the standby"));
+
+  // The primary dies, the standby is promoted under the relay; the writers move to it.
+  ASSERT_EQ(pair({"kill-primary"}).exit_code, 0);
+  const int at_crash = commits();
+  ASSERT_EQ(pair({"promote"}).exit_code, 0);
+  ASSERT_TRUE(wait_until([&] { return commits() >= at_crash + 600; }, 90s))
+      << commits() - at_crash << " commits after the promotion";
+  ASSERT_TRUE(relay.is_running()) << tail_file(relay.log_path(), 40);
+  ASSERT_TRUE(reconnect_pg(30s));
+  ASSERT_NO_FATAL_FAILURE(expect_confirmed_means_delivered(standby, "after the promotion"));
+
+  // The relay's connection cut: it reconnects to the same server, now on timeline 2.
+  const int before_cut = commits();
+  standby.exec(
+      "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '" +
+      slot_ + "'");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return read_file(relay.log_path()).find("same_server=true") != std::string::npos &&
+               standby.slot_active(slot_);
+      },
+      60s))
+      << tail_file(relay.log_path(), 30);
+  ASSERT_TRUE(wait_until([&] { return commits() >= before_cut + 300; }, 60s));
+
+  // A relay started anew after the promotion (in exactly-once mode it reads the checkpoint
+  // written while it decoded on the standby).
+  expect_graceful_stop(relay);
+  RelayProcess& again = start_relay_on_standby();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return !again.is_running() ||
+               (read_file(again.log_path()).find("event=streaming") != std::string::npos &&
+                standby.slot_active(slot_));
+      },
+      60s));
+  ASSERT_TRUE(again.is_running()) << tail_file(again.log_path(), 30);
+  const int after_restart = commits();
+  ASSERT_TRUE(wait_until([&] { return commits() >= after_restart + 300; }, 60s));
+  for (auto& w : writers) w->stop();
+  ASSERT_NO_FATAL_FAILURE(expect_confirmed_means_delivered(standby, "at the end"));
+
+  // Everything in the promoted database in Kafka, once, in order; nothing else.
+  const auto rows = committed_rows();
+  KafkaReader reader(brokers_, topics_);
+  reader.set_keep_values(false);
+  ASSERT_TRUE(reader.read_to_end(60s));
+  Problems problems;
+  std::set<std::string> first_seen;
+  std::map<std::string, std::int64_t> last_seq;
+  std::size_t duplicates = 0;
+  std::size_t ghosts = 0;
+  for (const Record* r : in_kafka_order(reader.records())) {
+    const std::string& id = r->headers.at("id");
+    auto row = rows.find(id);
+    if (row == rows.end()) {
+      if (++ghosts <= 5) std::cerr << "ghost: " << describe(*r) << "\n";
+      continue;
+    }
+    if (!first_seen.insert(id).second) {
+      ++duplicates;
+      continue;
+    }
+    auto last = last_seq.find(row->second.aggregateid);
+    if (last != last_seq.end() && last->second >= row->second.seq) {
+      problems.add("not in commit order: " + describe(*r));
+    }
+    last_seq[row->second.aggregateid] = row->second.seq;
+  }
+  std::cerr << GetParam() << ", decoding on the standby: promoted database: " << rows.size()
+            << " events; Kafka: " << reader.records().size() << " records, " << duplicates
+            << " re-sent, " << ghosts << " ghosts\n";
+  EXPECT_EQ(problems.count(), 0u) << problems.describe();
+  EXPECT_EQ(first_seen.size(), rows.size()) << "rows of the promoted database missing in Kafka";
+  EXPECT_EQ(ghosts, 0u);
+  // The relay never took what it decoded on the standby for another timeline's.
+  for (RelayProcess* r : {&relay, &again}) {
+    const std::string log = read_file(r->log_path());
+    EXPECT_EQ(log.find("event=ghosts_published"), std::string::npos)
+        << tail_file(r->log_path(), 30);
+    EXPECT_EQ(log.find("event=checkpoint_not_used"), std::string::npos);
+  }
+  if (GetParam() == "exactly-once") {
+    EXPECT_EQ(duplicates, 0u) << "an event visible twice to a read_committed consumer";
+  }
+  expect_graceful_stop(again);
+}
+
+INSTANTIATE_TEST_SUITE_P(Delivery, StandbyDecoding,
+                         ::testing::Values("at-least-once", "exactly-once"), [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
                          });
 
 }  // namespace

@@ -58,5 +58,45 @@ TEST(Conninfo, SecretsOfACheckedConninfoNeverLeaveInAnError) {
   EXPECT_EQ(std::string(wrapped.what()).find("kv-Secret-1"), std::string::npos) << wrapped.what();
 }
 
+// A multi-host --pg, one conninfo per host (status and run look for the standby among them).
+TEST(Conninfo, PerHostConninfosSplitsHostsAndPorts) {
+  const auto hosts = per_host_conninfos(
+      "host=a,b port=5432,5433 dbname=app user=relay password='x y' "
+      "target_session_attrs=read-write");
+  ASSERT_EQ(hosts.size(), 2u);
+  for (const auto& h : hosts) {
+    EXPECT_EQ(check_conninfo(h), "") << h;
+    EXPECT_NE(h.find("dbname='app'"), std::string::npos) << h;
+    EXPECT_NE(h.find("password='x y'"), std::string::npos) << h;
+    EXPECT_EQ(h.find("target_session_attrs"), std::string::npos) << h;
+  }
+  EXPECT_NE(hosts[0].find("host='a' "), std::string::npos) << hosts[0];
+  EXPECT_NE(hosts[0].find("port='5432'"), std::string::npos) << hosts[0];
+  EXPECT_NE(hosts[1].find("host='b' "), std::string::npos) << hosts[1];
+  EXPECT_NE(hosts[1].find("port='5433'"), std::string::npos) << hosts[1];
+  // One port for every host; a URI; a single host: nothing to split.
+  const auto one_port = per_host_conninfos("host=a,b port=6000 dbname=app");
+  ASSERT_EQ(one_port.size(), 2u);
+  EXPECT_NE(one_port[1].find("host='b' port='6000'"), std::string::npos) << one_port[1];
+  EXPECT_EQ(per_host_conninfos("postgresql://db1:1,db2:2/app").size(), 2u);
+  EXPECT_TRUE(per_host_conninfos("host=a port=5432 dbname=app").empty());
+  EXPECT_TRUE(per_host_conninfos("app").empty());
+}
+
+// The publication check's catalog connection goes to the server the stream reached.
+TEST(Conninfo, PinConninfoKeepsOneServer) {
+  const std::string pinned =
+      pin_conninfo("host=a,b port=5432,5433 dbname=app target_session_attrs=read-write", "b",
+                   "10.0.0.2", "5433");
+  EXPECT_EQ(check_conninfo(pinned), "") << pinned;
+  EXPECT_NE(pinned.find("host='b' hostaddr='10.0.0.2' port='5433'"), std::string::npos) << pinned;
+  EXPECT_NE(pinned.find("target_session_attrs='read-write'"), std::string::npos) << pinned;
+  EXPECT_EQ(pinned.find("'a'"), std::string::npos) << pinned;
+  // A socket directory, no address.
+  EXPECT_NE(pin_conninfo("dbname=app", "/run/postgresql", "", "5432")
+                .find("host='/run/postgresql' port='5432'"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace outbox::pg

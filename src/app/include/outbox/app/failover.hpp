@@ -51,6 +51,14 @@ struct StandbyCopy {
 // Inspects the slot's copy on the standby at `conninfo`; failures land in `error`.
 StandbyCopy inspect_standby(const std::string& conninfo, const std::string& slot);
 
+// The standby among `conninfos` (each host of a multi-host --pg, the primary among them):
+// the copy of the first server in recovery; when none is, a copy naming that (not ready).
+StandbyCopy inspect_standbys(const std::vector<std::string>& conninfos, const std::string& slot);
+
+// Where to look for the standby's copy: --standby's conninfo when given, else each host of a
+// multi-host --pg (pg::per_host_conninfos); empty: nowhere (no check).
+std::vector<std::string> standby_targets(const std::string& standby, const std::string& pg);
+
 // The last checks of the standby's copy, as /metrics reports them.
 struct FailoverSample {
   bool checked = false;  // a check answered at least once
@@ -63,13 +71,15 @@ struct FailoverSample {
 // outbox_relay_failover_ready and outbox_relay_failover_checks_total (pure).
 std::string render_failover_prometheus(const FailoverSample& sample);
 
-// run --standby: checks the standby's copy of the slot (inspect_standby) at start and every
+// run --standby (or a multi-host --pg): checks the standby's copy of the slot (inspect_standbys)
+// at start and every
 // `every`, on a thread of its own (libpq blocks), and logs each change of readiness. sample() is
 // thread-safe; start() and the destructor (which stops the thread, waiting a few seconds at most)
 // are called from the owning thread.
 class FailoverSampler {
  public:
-  FailoverSampler(std::string standby_conninfo, std::string slot, std::chrono::milliseconds every);
+  FailoverSampler(std::vector<std::string> standby_conninfos, std::string slot,
+                  std::chrono::milliseconds every);
   ~FailoverSampler();
   FailoverSampler(const FailoverSampler&) = delete;
   FailoverSampler& operator=(const FailoverSampler&) = delete;
@@ -86,10 +96,10 @@ class FailoverSampler {
     bool done = false;
     FailoverSample sample;
   };
-  static void loop(std::shared_ptr<State> state, std::string conninfo, std::string slot,
-                   std::chrono::milliseconds every);
+  static void loop(std::shared_ptr<State> state, std::vector<std::string> conninfos,
+                   std::string slot, std::chrono::milliseconds every);
 
-  std::string conninfo_;
+  std::vector<std::string> conninfos_;
   std::string slot_;
   std::chrono::milliseconds every_;
   std::shared_ptr<State> state_ = std::make_shared<State>();

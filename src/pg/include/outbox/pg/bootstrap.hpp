@@ -115,6 +115,19 @@ boost::asio::awaitable<BootstrapResult> ensure_slot_and_publication(ReplicationC
                                                                     const BootstrapOptions& options,
                                                                     Duration timeout);
 
+// The server a replication connection reached, asked before the relay streams.
+struct ServerState {
+  int version_num = 0;       // server_version_num, e.g. 180001
+  bool in_recovery = false;  // a hot standby: the slot decodes there (PostgreSQL 16+), read-only
+  // pg_postmaster_start_time(): with the system identifier, one running server. A server never
+  // gives up WAL it wrote or replayed while it runs, also across its own promotion.
+  std::string postmaster_start;
+  std::string hot_standby_feedback;  // "on"/"off"
+};
+
+// Reads ServerState with one query on `conn` (a replication connection takes simple SQL).
+boost::asio::awaitable<ServerState> inspect_server(ReplicationConnection& conn, Duration timeout);
+
 // START_REPLICATION SLOT "slot" LOGICAL <start> (proto_version '1', publication_names '"pub"'):
 // pgoutput's protocol version 1 (no streaming of transactions in progress), and the publication
 // name quoted as an identifier inside a string literal, as pgoutput parses the option. The server

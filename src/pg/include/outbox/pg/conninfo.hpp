@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace outbox::pg {
 
@@ -19,6 +20,17 @@ namespace outbox::pg {
 // (write a literal % as %25)") that never holds any part of the text. Either way the secrets
 // it holds are remembered for redact().
 std::string check_conninfo(const std::string& conninfo);
+
+// A conninfo naming several hosts (host=a,b port=1,2): one conninfo per host, each with that
+// host's host, hostaddr and port and every other setting as given (target_session_attrs
+// dropped: one host is what it is). Empty for a single host or a conninfo libpq cannot read.
+// For inspecting each server of a multi-host --pg (status, the standby's copy of the slot).
+std::vector<std::string> per_host_conninfos(const std::string& conninfo);
+
+// `conninfo` with its host, hostaddr and port replaced by the one server given (empty: left
+// out); every other setting as given. "" when libpq cannot read `conninfo`.
+std::string pin_conninfo(const std::string& conninfo, const std::string& host,
+                         const std::string& hostaddr, const std::string& port);
 
 // `text` with every secret of the conninfos checked so far replaced by "***".
 std::string redact(std::string text);

@@ -108,6 +108,10 @@ class ReplicationConnection {
 
   bool connected() const;
   int server_version() const;
+  // `conninfo` (one or several hosts) narrowed to the server this connection reached (its host,
+  // address and port; pin_conninfo()): another connection made with it reaches the same server.
+  // `conninfo` unchanged when not connected.
+  std::string same_server_conninfo(const std::string& conninfo) const;
   std::string quote_literal(const std::string& text) const;
   std::string quote_identifier(const std::string& text) const;
 
