@@ -2,7 +2,8 @@
 // whose aggregate type renders the relay's own checkpoint topic (or dead-letter topic) is refused
 // as poison, so the exactly-once checkpoint stays intact and the relay still starts; and a row
 // whose placed header is larger than any record Kafka takes is dead-lettered under
-// --on-error dlq in a compact dead-letter record, after which the next event still arrives.
+// --on-error dlq in a compact dead-letter record, after which the next event still arrives; so is
+// one whose dead-letter record the broker refuses as too large for the dead-letter topic.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -129,6 +130,42 @@ TEST_F(HostileIntegration, OversizedHeaderValuesAreDeadLettered) {
   EXPECT_EQ(header_or(good[0], "big"), "small");
   EXPECT_TRUE(expect_confirmed_reaches(lsn, 30s));
   EXPECT_TRUE(relay.is_running());
+  expect_graceful_stop(relay);
+}
+
+// The broker, not the producer, refuses the dead-letter record as too large: the dead-letter
+// topic's max.message.bytes (10,000) is below the producer's message.max.bytes. A row rendering
+// the dead-letter topic with a 96 KB payload of random hex (so that compression does not bring
+// it under the limit) is poison; its dead-letter record (the value kept) is refused by the broker,
+// so it goes again compact (no value, outbox.truncated), the relay goes on, the next event arrives,
+// and the slot is confirmed past both.
+TEST_F(HostileIntegration, DeadLetterRecordTheBrokerRefusesAsTooLargeGoesCompact) {
+  create_outbox_table();
+  const std::string dlq = topics_[1];
+  ASSERT_NO_THROW(create_topic(brokers_, dlq, 1, 1, {{"max.message.bytes", "10000"}}));
+  ASSERT_NO_THROW(create_topic(brokers_, topics_[0], 1, 1));
+  RelayProcess& relay = start_relay({"--on-error", "dlq", "--dlq-topic", dlq});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec("INSERT INTO " + qualified_table() +
+            " (aggregatetype, aggregateid, type, payload) VALUES ('" + aggregatetypes_[1] +
+            "', 'big', 'T', jsonb_build_object('pad', (SELECT string_agg(md5(random()::text), '')"
+            " FROM generate_series(1, 3000))))");
+  pg_->exec(insert_sql(aggregatetypes_[0], "fine", 2));
+  const Lsn lsn = pg_->current_wal_lsn();
+  const std::vector<Record> good = read_topic(topics_[0], 1);
+  ASSERT_EQ(good.size(), 1u) << tail_file(relay.log_path(), 20);
+  EXPECT_EQ(good[0].key, "fine");
+  const std::vector<Record> dead = read_topic(dlq, 1);
+  ASSERT_EQ(dead.size(), 1u) << "exactly one dead-letter record";
+  EXPECT_EQ(dead[0].key, "big");
+  EXPECT_TRUE(dead[0].null_value) << "the value is left out: " << describe(dead[0]);
+  EXPECT_NE(header_or(dead[0], "outbox.truncated").find("too large"), std::string::npos)
+      << describe(dead[0]);
+  EXPECT_NE(header_or(dead[0], "outbox.error").find("dead-letter topic"), std::string::npos)
+      << describe(dead[0]);
+  EXPECT_TRUE(expect_confirmed_reaches(lsn, 30s));
+  EXPECT_TRUE(relay.is_running()) << tail_file(relay.log_path(), 20);
+  EXPECT_NE(read_file(relay.log_path()).find("event=dead_letter_refused"), std::string::npos);
   expect_graceful_stop(relay);
 }
 

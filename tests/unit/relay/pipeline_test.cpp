@@ -306,6 +306,76 @@ TEST_F(PipelineTest, BrokerRefusalUnderDlqDeadLettersAndParks) {
   EXPECT_FALSE(p.fatal().has_value());
 }
 
+// The broker (not the producer) refuses a dead-letter record as too large (the dead-letter
+// topic's max.message.bytes below the producer's message.max.bytes): nothing is confirmed past
+// it, the relay rewinds, and when the stream brings the event again it is dead-lettered compact.
+// Only a compact record refused too stops the relay.
+class BrokerRefusedDeadLetterTest : public PipelineTest {
+ protected:
+  void refuse_as_too_large(const Produced& r) {
+    kafka::Delivery d;
+    d.opaque = r.opaque;
+    d.bytes = r.bytes;
+    d.ok = false;
+    d.kind = sink::ErrorKind::kSize;
+    d.size_error = true;
+    d.topic = r.topic;
+    d.id_header = r.id;
+    if (r.key) d.key = std::string_view(*r.key);
+    for (const auto& [name, value] : r.headers) {
+      if (name != "id" && name != "type") d.other_headers.push_back({name, value});
+    }
+    d.error_name = "MSG_SIZE_TOO_LARGE";
+    d.error = "MSG_SIZE_TOO_LARGE: Broker: Message size too large";
+    pipeline().on_delivery(d);
+  }
+};
+
+TEST_F(BrokerRefusedDeadLetterTest, GoesCompactAfterARewind) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a", std::nullopt)), Step::kDone);  // mapping error
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 1u);
+  EXPECT_EQ(sink_.records[0].header("outbox.truncated"), "(none)");
+  refuse_as_too_large(sink_.records[0]);
+  EXPECT_FALSE(p.fatal().has_value());
+  EXPECT_TRUE(p.rewinding());
+  EXPECT_EQ(p.confirmable(), Lsn{0});
+
+  sink_.records.clear();
+  p.on_disconnect();
+  p.rewound();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a", std::nullopt)), Step::kDone);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 1u);
+  EXPECT_EQ(sink_.records[0].topic, "dlq");
+  EXPECT_EQ(sink_.records[0].id, "e1");
+  EXPECT_NE(sink_.records[0].header("outbox.truncated").find("too large"), std::string::npos);
+  report(sink_.records[0], true);
+  EXPECT_EQ(p.confirmable(), Lsn{0x1010});
+  EXPECT_FALSE(p.fatal().has_value());
+}
+
+TEST_F(BrokerRefusedDeadLetterTest, ACompactRecordRefusedTooStopsTheRelay) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a", std::nullopt)), Step::kDone);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  refuse_as_too_large(sink_.records[0]);
+  sink_.records.clear();
+  p.on_disconnect();
+  p.rewound();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a", std::nullopt)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 1u);
+  refuse_as_too_large(sink_.records[0]);
+  ASSERT_TRUE(p.fatal().has_value());
+  EXPECT_EQ(p.fatal()->code, kExitPoisonEvent);
+  EXPECT_EQ(p.confirmable(), Lsn{0});
+}
+
 TEST_F(PipelineTest, RefusedBatchRewindsAndSendsItsRecordsAloneInOrder) {
   Pipeline& p = pipeline();
   ASSERT_EQ(step(begin(0x1000)), Step::kDone);

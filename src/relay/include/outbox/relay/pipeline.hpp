@@ -244,6 +244,10 @@ class Pipeline {
   // Ids of records a refused batch failed: each is sent alone when the stream brings it again.
   std::unordered_set<std::string, StringHash, std::equal_to<>> suspects_;
   bool isolation_inflight_ = false;  // a record sent alone awaits its report
+  // Ids of events whose dead-letter record the broker refused as too large (the topic's
+  // max.message.bytes below the producer's message.max.bytes): dead-lettered compact when the
+  // stream brings them again; forgotten once a compact one is acknowledged.
+  std::unordered_set<std::string, StringHash, std::equal_to<>> dlq_compact_;
   // No re-send after a reconnect (see resume()). The transaction open when the connection
   // dropped: its inserts handled so far need not be produced again once all are acknowledged.
   struct Cut {
