@@ -448,7 +448,7 @@ Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
     p.message = message;
     return poison_in_stream(p);
   }
-  if (!parked_.empty() || parked_null_key_) {
+  if (!parked_.empty() || parked_null_key_ || parked_all_) {
     if (is_parked(ev.key)) {
       Poison p{ev.id,
                ev.key,
@@ -530,19 +530,43 @@ void Pipeline::count_invalid_traceparent(std::string_view id) {
 // dead-lettered, its later events go to the dead-letter topic too, in order, for as long as the
 // process runs, so that no later event of the aggregate reaches its topic before an operator has
 // dealt with the dead-lettered one.
+//
+// Bounded: past kMaxParkedAggregates keys or kMaxParkedKeyBytes of them, every aggregate is
+// parked (the whole table's events go to the dead-letter topic until the relay is restarted) and
+// the set is freed. Nothing is lost or reordered that way, whereas forgetting a key would let
+// its later events pass the dead-lettered one.
 void Pipeline::park(std::optional<std::string_view> key) {
+  if (parked_all_) return;
   if (!key) {
     parked_null_key_ = true;
-  } else if (parked_.emplace(*key).second) {
+  } else if (!parked_.contains(*key)) {
+    if (parked_.size() >= kMaxParkedAggregates ||
+        parked_key_bytes_ + key->size() > kMaxParkedKeyBytes) {
+      log_->error(
+          "event=all_aggregates_parked slot={} parked={} key_bytes={} dlq_topic={}: more "
+          "aggregates have a dead-lettered event than the relay keeps apart ({} keys, {} "
+          "bytes of keys); every later event goes to the dead-letter topic until the relay is "
+          "restarted",
+          config_.slot, parked_.size(), parked_key_bytes_, config_.dlq_topic, kMaxParkedAggregates,
+          kMaxParkedKeyBytes);
+      parked_all_ = true;
+      metrics_.parked_aggregates = parked_.size() + 1 + (parked_null_key_ ? 1 : 0);
+      decltype(parked_)().swap(parked_);
+      parked_key_bytes_ = 0;
+      return;
+    }
+    parked_.emplace(*key);
+    parked_key_bytes_ += key->size();
     log_->warn(
         "event=aggregate_parked slot={} key={} dlq_topic={}: its later events go to the "
         "dead-letter topic until the relay is restarted",
-        config_.slot, quoted(*key), config_.dlq_topic);
+        config_.slot, quoted(clip(*key, 256)), config_.dlq_topic);
   }
   metrics_.parked_aggregates = parked_.size() + (parked_null_key_ ? 1 : 0);
 }
 
 bool Pipeline::is_parked(std::optional<std::string_view> key) const {
+  if (parked_all_) return true;
   return key ? parked_.find(*key) != parked_.end() : parked_null_key_;
 }
 
@@ -714,7 +738,13 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
     tracker_.ack(txn, d.bytes);
     auto it = metrics_.events_published.find(d.topic);
     if (it == metrics_.events_published.end()) {
-      it = metrics_.events_published.emplace(std::string(d.topic), 0).first;
+      const std::string_view series = metrics_.events_published.size() < Metrics::kMaxTopicSeries
+                                          ? d.topic
+                                          : Metrics::kOtherTopics;
+      it = metrics_.events_published.find(series);
+      if (it == metrics_.events_published.end()) {
+        it = metrics_.events_published.emplace(std::string(series), 0).first;
+      }
     }
     ++it->second;
     metrics_.bytes_published += d.bytes;

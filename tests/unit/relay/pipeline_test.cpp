@@ -376,6 +376,44 @@ TEST_F(BrokerRefusedDeadLetterTest, ACompactRecordRefusedTooStopsTheRelay) {
   EXPECT_EQ(p.confirmable(), Lsn{0});
 }
 
+// Bounded cardinality: past Metrics::kMaxTopicSeries topics, events count under topic="_other".
+TEST_F(PipelineTest, PublishedEventsBeyondTheTopicSeriesCapCountUnderOther) {
+  Pipeline& p = pipeline();
+  const std::size_t topics = Metrics::kMaxTopicSeries + 50;
+  for (std::size_t i = 0; i < topics; ++i) {
+    ASSERT_EQ(step(begin(0x1000 + 0x100 * i)), Step::kDone);
+    ASSERT_EQ(step(insert("e" + std::to_string(i), "k", "t" + std::to_string(i))), Step::kDone);
+    ASSERT_EQ(step(commit(0x1000 + 0x100 * i, 0x1010 + 0x100 * i)), Step::kDone);
+    report(sink_.records.back(), true);
+  }
+  EXPECT_EQ(metrics_.events_published.size(), Metrics::kMaxTopicSeries + 1);
+  EXPECT_EQ(metrics_.events_published[std::string(Metrics::kOtherTopics)], 50u);
+  EXPECT_EQ(metrics_.events_published["outbox.event.t0"], 1u);
+  EXPECT_EQ(p.confirmable(), Lsn{0x1010 + 0x100 * (topics - 1)});
+}
+
+// Bounded parked set: past its cap every aggregate is parked (nothing passes a dead-lettered
+// event, nothing is dropped), and the set's memory is freed.
+TEST_F(PipelineTest, PastTheParkedCapEveryAggregateIsParked) {
+  config_.max_inflight_events = 1'000'000;
+  Pipeline& p = pipeline();
+  constexpr std::size_t kCap = 100'000;  // Pipeline's kMaxParkedAggregates
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  for (std::size_t i = 0; i <= kCap; ++i) {
+    ASSERT_EQ(step(insert("e" + std::to_string(i), "k" + std::to_string(i), std::nullopt)),
+              Step::kDone);
+  }
+  EXPECT_EQ(metrics_.parked_aggregates, kCap + 1);
+  ASSERT_EQ(step(insert("good", "never-seen")), Step::kDone);
+  EXPECT_EQ(sink_.records.back().topic, "dlq") << "every aggregate is parked past the cap";
+  EXPECT_EQ(sink_.records.back().error_header.rfind("parked: ", 0), 0u);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  EXPECT_EQ(sink_.records.size(), kCap + 2) << "every event went somewhere";
+  for (const auto& r : std::vector<Produced>(sink_.records)) report(r, true);
+  EXPECT_EQ(p.confirmable(), Lsn{0x1010});
+  EXPECT_FALSE(p.fatal().has_value());
+}
+
 TEST_F(PipelineTest, RefusedBatchRewindsAndSendsItsRecordsAloneInOrder) {
   Pipeline& p = pipeline();
   ASSERT_EQ(step(begin(0x1000)), Step::kDone);

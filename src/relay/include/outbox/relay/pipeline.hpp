@@ -241,6 +241,10 @@ class Pipeline {
   // Keys of aggregates with a dead-lettered event (see park()).
   std::unordered_set<std::string, StringHash, std::equal_to<>> parked_;
   bool parked_null_key_ = false;
+  std::size_t parked_key_bytes_ = 0;
+  bool parked_all_ = false;  // the bound below was reached: every aggregate is parked
+  static constexpr std::size_t kMaxParkedAggregates = 100'000;
+  static constexpr std::size_t kMaxParkedKeyBytes = 64 << 20;
   // Ids of records a refused batch failed: each is sent alone when the stream brings it again.
   std::unordered_set<std::string, StringHash, std::equal_to<>> suspects_;
   bool isolation_inflight_ = false;  // a record sent alone awaits its report
