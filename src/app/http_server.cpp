@@ -8,7 +8,8 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
-#include <unordered_set>
+#include <cstdint>
+#include <map>
 #include <vector>
 
 #include "outbox/common/log_text.hpp"
@@ -42,7 +43,10 @@ struct detail::HttpServerState : std::enable_shared_from_this<HttpServerState> {
   asio::steady_timer retry_timer;  // after a failed accept (e.g. out of descriptors)
   HttpHandler handler;
   HttpServerLimits limits;
-  std::unordered_set<Session*> sessions;
+  // Open connections by accept order: the first one still reading is the oldest that has not
+  // sent a complete request, the one closed when a new connection finds the cap reached.
+  std::map<std::uint64_t, Session*> sessions;
+  std::uint64_t next_session = 0;
   bool stopped = false;
 };
 
@@ -52,12 +56,16 @@ namespace {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, std::shared_ptr<detail::HttpServerState> server)
-      : stream_(std::move(socket)), server_(std::move(server)) {
-    server_->sessions.insert(this);
+      : stream_(std::move(socket)), server_(std::move(server)), seq_(server_->next_session++) {
+    server_->sessions.emplace(seq_, this);
     parser_.header_limit(static_cast<std::uint32_t>(server_->limits.max_header_bytes));
     parser_.body_limit(1024);
   }
-  ~Session() { server_->sessions.erase(this); }
+  ~Session() { server_->sessions.erase(seq_); }
+
+  // Still waiting for a complete request (not answering, not closed).
+  bool reading() const { return reading_ && !closed_; }
+  bool open() const { return !closed_; }
 
   void start() {
     stream_.expires_after(server_->limits.io_timeout);
@@ -67,6 +75,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void close() {
+    closed_ = true;
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
@@ -74,6 +83,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
  private:
   void on_read(beast::error_code ec) {
+    reading_ = false;
     if (ec) {
       // Timeouts, resets and garbage end the connection without an answer.
       close();
@@ -113,6 +123,9 @@ class Session : public std::enable_shared_from_this<Session> {
   http::request_parser<http::string_body> parser_;
   http::response<http::string_body> response_;
   std::shared_ptr<detail::HttpServerState> server_;
+  std::uint64_t seq_;
+  bool reading_ = true;
+  bool closed_ = false;
 };
 
 }  // namespace
@@ -129,10 +142,24 @@ void detail::HttpServerState::accept() {
         if (!wait_ec && !self->stopped) self->accept();
       });
       return;
-    } else if (self->sessions.size() >= self->limits.max_connections) {
-      beast::error_code ignored;
-      socket.close(ignored);
     } else {
+      // At the cap, a new connection makes room by closing the oldest one that has not sent a
+      // complete request (or, when every open one is being answered, the oldest of them): idle or
+      // slow clients cannot starve a probe, however many sockets they hold, and the relay holds
+      // at most max_connections of them. Closed sessions leave the map once their pending handler
+      // has run, so only the open ones count.
+      std::size_t open = 0;
+      Session* oldest_reading = nullptr;
+      Session* oldest = nullptr;
+      for (const auto& [seq, s] : self->sessions) {
+        if (!s->open()) continue;
+        ++open;
+        if (!oldest) oldest = s;
+        if (!oldest_reading && s->reading()) oldest_reading = s;
+      }
+      if (open >= self->limits.max_connections && oldest) {
+        (oldest_reading ? oldest_reading : oldest)->close();
+      }
       std::make_shared<Session>(std::move(socket), self)->start();
     }
     self->accept();
@@ -146,7 +173,8 @@ void detail::HttpServerState::stop() {
   acceptor.close(ignored);
   retry_timer.cancel();
   // Copy: close() may not erase synchronously, but be safe against reentrancy.
-  std::vector<Session*> open(sessions.begin(), sessions.end());
+  std::vector<Session*> open;
+  for (const auto& [seq, s] : sessions) open.push_back(s);
   for (Session* s : open) s->close();
 }
 

@@ -107,7 +107,8 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
            std::uint64_t{m.producer_healthy ? 1u : 0u});
 
   w.header("outbox_relay_events_published_total", "counter",
-           "Events acknowledged by Kafka, by topic.");
+           "Events acknowledged by Kafka, by topic (the first 1000 topics; the events of any "
+           "other topic count under topic=\"_other\").");
   for (const auto& [topic, n] : m.events_published) {
     w.sample("outbox_relay_events_published_total", label("topic", topic), n);
   }

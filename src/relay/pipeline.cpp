@@ -448,7 +448,7 @@ Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
     p.message = message;
     return poison_in_stream(p);
   }
-  if (!parked_.empty() || parked_null_key_) {
+  if (!parked_.empty() || parked_null_key_ || parked_all_) {
     if (is_parked(ev.key)) {
       Poison p{ev.id,
                ev.key,
@@ -530,23 +530,54 @@ void Pipeline::count_invalid_traceparent(std::string_view id) {
 // dead-lettered, its later events go to the dead-letter topic too, in order, for as long as the
 // process runs, so that no later event of the aggregate reaches its topic before an operator has
 // dealt with the dead-lettered one.
+//
+// Bounded: past kMaxParkedAggregates keys or kMaxParkedKeyBytes of them, every aggregate is
+// parked (the whole table's events go to the dead-letter topic until the relay is restarted) and
+// the set is freed. Nothing is lost or reordered that way, whereas forgetting a key would let
+// its later events pass the dead-lettered one.
 void Pipeline::park(std::optional<std::string_view> key) {
+  if (parked_all_) return;
   if (!key) {
     parked_null_key_ = true;
-  } else if (parked_.emplace(*key).second) {
+  } else if (!parked_.contains(*key)) {
+    if (parked_.size() >= kMaxParkedAggregates ||
+        parked_key_bytes_ + key->size() > kMaxParkedKeyBytes) {
+      log_->error(
+          "event=all_aggregates_parked slot={} parked={} key_bytes={} dlq_topic={}: more "
+          "aggregates have a dead-lettered event than the relay keeps apart ({} keys, {} "
+          "bytes of keys); every later event goes to the dead-letter topic until the relay is "
+          "restarted",
+          config_.slot, parked_.size(), parked_key_bytes_, config_.dlq_topic, kMaxParkedAggregates,
+          kMaxParkedKeyBytes);
+      parked_all_ = true;
+      metrics_.parked_aggregates = parked_.size() + 1 + (parked_null_key_ ? 1 : 0);
+      decltype(parked_)().swap(parked_);
+      parked_key_bytes_ = 0;
+      return;
+    }
+    parked_.emplace(*key);
+    parked_key_bytes_ += key->size();
     log_->warn(
         "event=aggregate_parked slot={} key={} dlq_topic={}: its later events go to the "
         "dead-letter topic until the relay is restarted",
-        config_.slot, quoted(*key), config_.dlq_topic);
+        config_.slot, quoted(clip(*key, 256)), config_.dlq_topic);
   }
   metrics_.parked_aggregates = parked_.size() + (parked_null_key_ ? 1 : 0);
 }
 
 bool Pipeline::is_parked(std::optional<std::string_view> key) const {
+  if (parked_all_) return true;
   return key ? parked_.find(*key) != parked_.end() : parked_null_key_;
 }
 
 namespace {
+bool has_header(const std::vector<kafka::Header>& headers, std::string_view name) {
+  for (const kafka::Header& h : headers) {
+    if (h.name == name) return true;
+  }
+  return false;
+}
+
 std::size_t dlq_bytes(const Pipeline::Poison& p) {
   return (p.key ? p.key->size() : 0) + (p.size_error || !p.value ? 0 : p.value->size());
 }
@@ -614,7 +645,8 @@ Pipeline::Step Pipeline::poison_in_stream(const Poison& p) {
 // Publishes the poison event to the dead-letter topic; the record's acknowledgement counts
 // for the original event. When the record is itself too large for the producer (a huge key,
 // placed header, trace state, or a topic name rendered from a huge aggregate type, which the
-// error text repeats), a compact one goes instead: the value and the placed headers left out,
+// error text repeats), or when the broker refused it as too large before (on_delivery()), a
+// compact one goes instead: the value and the placed headers left out,
 // the key and the other fields cut to kClipped bytes, and outbox.truncated saying so. Otherwise
 // --on-error dlq would stop at the very events it is there to set aside.
 kafka::ProduceStatus Pipeline::dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn,
@@ -633,9 +665,13 @@ kafka::ProduceStatus Pipeline::dead_letter(const Poison& p, AckTracker::TxnSeq t
   kafka::Record rec{config_.dlq_topic, p.key, p.size_error ? std::nullopt : p.value,
                     std::span<const kafka::Header>(h.data(), n), tracker_.commit_time_ms_of(txn)};
   bytes = dlq_bytes(p);
-  kafka::ProduceResult r = sink_.produce(rec, txn | kDlqFlag, Route::kBatched);
+  // The broker refused this event's dead-letter record as too large before: compact at once.
+  const bool broker_refused = !dlq_compact_.empty() && dlq_compact_.contains(p.id);
+  kafka::ProduceResult r;
+  if (!broker_refused) r = sink_.produce(rec, txn | kDlqFlag, Route::kBatched);
   bool truncated = false;
-  if (r.status == kafka::ProduceStatus::kFailed && r.size_error && !sink_.stopped()) {
+  if (broker_refused ||
+      (r.status == kafka::ProduceStatus::kFailed && r.size_error && !sink_.stopped())) {
     truncated = true;
     std::string omitted;
     for (const kafka::Header& extra : p.extra_headers) {
@@ -695,13 +731,20 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
     return;
   }
   if (d.ok) {
+    if (dlq_record && !dlq_compact_.empty()) dlq_compact_.erase(std::string(d.id_header));
     if (auto t = tracker_.commit_time_ms_of(txn); t > 0) {
       metrics_.commit_to_ack_seconds.observe(static_cast<double>(now_unix_ms() - t) / 1000.0);
     }
     tracker_.ack(txn, d.bytes);
     auto it = metrics_.events_published.find(d.topic);
     if (it == metrics_.events_published.end()) {
-      it = metrics_.events_published.emplace(std::string(d.topic), 0).first;
+      const std::string_view series = metrics_.events_published.size() < Metrics::kMaxTopicSeries
+                                          ? d.topic
+                                          : Metrics::kOtherTopics;
+      it = metrics_.events_published.find(series);
+      if (it == metrics_.events_published.end()) {
+        it = metrics_.events_published.emplace(std::string(series), 0).first;
+      }
     }
     ++it->second;
     metrics_.bytes_published += d.bytes;
@@ -709,6 +752,24 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
     // librdkafka retries transient failures by itself, without a deadline; what arrives here
     // is final for this record. Unless dead-lettered, it is never acknowledged, so nothing at
     // or after it is confirmed.
+    if (dlq_record && d.size_error && !has_header(d.other_headers, "outbox.truncated")) {
+      // The broker (not the producer) refused the dead-letter record as too large: the topic's
+      // max.message.bytes is below the producer's message.max.bytes. Nothing at or after it is
+      // confirmed; the stream brings the event again after a rewind and it is dead-lettered
+      // compact. Only a compact record refused too stops the relay (below).
+      if (dlq_compact_.emplace(d.id_header).second) {
+        log_->warn(
+            "event=dead_letter_refused slot={} dlq_topic={} id={} error={}: the broker refused "
+            "the dead-letter record as too large; rewinding to send a compact one",
+            config_.slot, config_.dlq_topic, quoted(clip(d.id_header)), quoted(d.error));
+      }
+      if (exactly_once_) {
+        abort_kafka_transaction(d.error);
+      } else {
+        begin_rewind(d.error);
+      }
+      return;
+    }
     if (!isolated && !rewinding_ && sink_.stopped()) begin_rewind(d.error);
     if (rewinding_ && !isolated) {
       // Never acknowledged: the rewind forgets it and the stream sends it again. A record the

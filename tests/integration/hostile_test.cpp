@@ -2,14 +2,17 @@
 // whose aggregate type renders the relay's own checkpoint topic (or dead-letter topic) is refused
 // as poison, so the exactly-once checkpoint stays intact and the relay still starts; and a row
 // whose placed header is larger than any record Kafka takes is dead-lettered under
-// --on-error dlq in a compact dead-letter record, after which the next event still arrives.
+// --on-error dlq in a compact dead-letter record, after which the next event still arrives; so is
+// one whose dead-letter record the broker refuses as too large for the dead-letter topic.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "outbox_test/e2e_fixture.hpp"
+#include "outbox_test/http.hpp"
 #include "outbox_test/kafka_admin.hpp"
 
 namespace outbox_test {
@@ -128,6 +131,94 @@ TEST_F(HostileIntegration, OversizedHeaderValuesAreDeadLettered) {
   EXPECT_EQ(good[0].key, "fine");
   EXPECT_EQ(header_or(good[0], "big"), "small");
   EXPECT_TRUE(expect_confirmed_reaches(lsn, 30s));
+  EXPECT_TRUE(relay.is_running());
+  expect_graceful_stop(relay);
+}
+
+// The broker, not the producer, refuses the dead-letter record as too large: the dead-letter
+// topic's max.message.bytes (10,000) is below the producer's message.max.bytes. A row rendering
+// the dead-letter topic with a 96 KB payload of random hex (so that compression does not bring
+// it under the limit) is poison; its dead-letter record (the value kept) is refused by the broker,
+// so it goes again compact (no value, outbox.truncated), the relay goes on, the next event arrives,
+// and the slot is confirmed past both.
+TEST_F(HostileIntegration, DeadLetterRecordTheBrokerRefusesAsTooLargeGoesCompact) {
+  create_outbox_table();
+  const std::string dlq = topics_[1];
+  ASSERT_NO_THROW(create_topic(brokers_, dlq, 1, 1, {{"max.message.bytes", "10000"}}));
+  ASSERT_NO_THROW(create_topic(brokers_, topics_[0], 1, 1));
+  RelayProcess& relay = start_relay({"--on-error", "dlq", "--dlq-topic", dlq});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec("INSERT INTO " + qualified_table() +
+            " (aggregatetype, aggregateid, type, payload) VALUES ('" + aggregatetypes_[1] +
+            "', 'big', 'T', jsonb_build_object('pad', (SELECT string_agg(md5(random()::text), '')"
+            " FROM generate_series(1, 3000))))");
+  pg_->exec(insert_sql(aggregatetypes_[0], "fine", 2));
+  const Lsn lsn = pg_->current_wal_lsn();
+  const std::vector<Record> good = read_topic(topics_[0], 1);
+  ASSERT_EQ(good.size(), 1u) << tail_file(relay.log_path(), 20);
+  EXPECT_EQ(good[0].key, "fine");
+  const std::vector<Record> dead = read_topic(dlq, 1);
+  ASSERT_EQ(dead.size(), 1u) << "exactly one dead-letter record";
+  EXPECT_EQ(dead[0].key, "big");
+  EXPECT_TRUE(dead[0].null_value) << "the value is left out: " << describe(dead[0]);
+  EXPECT_NE(header_or(dead[0], "outbox.truncated").find("too large"), std::string::npos)
+      << describe(dead[0]);
+  EXPECT_NE(header_or(dead[0], "outbox.error").find("dead-letter topic"), std::string::npos)
+      << describe(dead[0]);
+  EXPECT_TRUE(expect_confirmed_reaches(lsn, 30s));
+  EXPECT_TRUE(relay.is_running()) << tail_file(relay.log_path(), 20);
+  EXPECT_NE(read_file(relay.log_path()).find("event=dead_letter_refused"), std::string::npos);
+  expect_graceful_stop(relay);
+}
+
+// VmRSS of a process in KiB (/proc/PID/status), -1 when unreadable.
+long rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+// Bounds (issue 25): a writer choosing a distinct aggregate id for each event that is
+// dead-lettered (here rows rendering the dead-letter topic, each with a 1 KB aggregateid) fills
+// the parked set. Past its bound (100,000 keys or 64 MiB of them) every aggregate is parked and the
+// set freed, so the relay's memory stops growing: its RSS after 200,000 such rows is within 16 MiB
+// of its RSS after 100,000 (the previous binary grew by 110 MB), every row is dead-lettered, and
+// the slot is confirmed past them all.
+TEST_F(HostileIntegration, ManyParkedAggregatesKeepTheMemoryBounded) {
+  create_outbox_table();
+  const std::string dlq = topics_[1];
+  ASSERT_NO_THROW(create_topic(brokers_, dlq, 1, 1));
+  const std::uint16_t port = free_port();
+  metrics_addr_ = "127.0.0.1:" + std::to_string(port);
+  RelayProcess& relay = start_relay({"--on-error", "dlq", "--dlq-topic", dlq});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  constexpr int kRows = 100'000;
+  const auto insert_rows = [&](int first) {
+    pg_->exec("INSERT INTO " + qualified_table() +
+              " (aggregatetype, aggregateid, type, payload) SELECT '" + aggregatetypes_[1] +
+              "', 'k' || g || repeat('x', 1000), 'T', '{}' FROM generate_series(" +
+              std::to_string(first) + ", " + std::to_string(first + kRows - 1) + ") g");
+    return expect_confirmed_reaches(pg_->current_wal_lsn(), 300s);
+  };
+  ASSERT_TRUE(insert_rows(0)) << tail_file(relay.log_path(), 20);
+  const long rss_100k = rss_kib(relay.pid());
+  ASSERT_TRUE(insert_rows(kRows)) << tail_file(relay.log_path(), 20);
+  const long rss_200k = rss_kib(relay.pid());
+  ASSERT_GT(rss_100k, 0);
+  RecordProperty("rss_kib_after_100k", std::to_string(rss_100k));
+  RecordProperty("rss_kib_after_200k", std::to_string(rss_200k));
+  EXPECT_LT(rss_200k - rss_100k, 16 * 1024)
+      << "RSS " << rss_100k << " KiB after 100,000 parked aggregates, " << rss_200k
+      << " KiB after 200,000";
+  EXPECT_NE(read_file(relay.log_path()).find("event=all_aggregates_parked"), std::string::npos);
+  const auto samples = parse_samples(http_get(port, "/metrics").body);
+  const std::optional<double> parked = sample_value(samples, "outbox_relay_parked_aggregates");
+  ASSERT_TRUE(parked);
+  EXPECT_LE(*parked, 100'001.0) << "the parked set is bounded";
+  EXPECT_EQ(topic_end_offset_sum(brokers_, dlq), 2 * kRows) << "every row is dead-lettered";
   EXPECT_TRUE(relay.is_running());
   expect_graceful_stop(relay);
 }

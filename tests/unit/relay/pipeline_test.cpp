@@ -306,6 +306,114 @@ TEST_F(PipelineTest, BrokerRefusalUnderDlqDeadLettersAndParks) {
   EXPECT_FALSE(p.fatal().has_value());
 }
 
+// The broker (not the producer) refuses a dead-letter record as too large (the dead-letter
+// topic's max.message.bytes below the producer's message.max.bytes): nothing is confirmed past
+// it, the relay rewinds, and when the stream brings the event again it is dead-lettered compact.
+// Only a compact record refused too stops the relay.
+class BrokerRefusedDeadLetterTest : public PipelineTest {
+ protected:
+  void refuse_as_too_large(const Produced& r) {
+    kafka::Delivery d;
+    d.opaque = r.opaque;
+    d.bytes = r.bytes;
+    d.ok = false;
+    d.kind = sink::ErrorKind::kSize;
+    d.size_error = true;
+    d.topic = r.topic;
+    d.id_header = r.id;
+    if (r.key) d.key = std::string_view(*r.key);
+    for (const auto& [name, value] : r.headers) {
+      if (name != "id" && name != "type") d.other_headers.push_back({name, value});
+    }
+    d.error_name = "MSG_SIZE_TOO_LARGE";
+    d.error = "MSG_SIZE_TOO_LARGE: Broker: Message size too large";
+    pipeline().on_delivery(d);
+  }
+};
+
+TEST_F(BrokerRefusedDeadLetterTest, GoesCompactAfterARewind) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a", std::nullopt)), Step::kDone);  // mapping error
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 1u);
+  EXPECT_EQ(sink_.records[0].header("outbox.truncated"), "(none)");
+  refuse_as_too_large(sink_.records[0]);
+  EXPECT_FALSE(p.fatal().has_value());
+  EXPECT_TRUE(p.rewinding());
+  EXPECT_EQ(p.confirmable(), Lsn{0});
+
+  sink_.records.clear();
+  p.on_disconnect();
+  p.rewound();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a", std::nullopt)), Step::kDone);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 1u);
+  EXPECT_EQ(sink_.records[0].topic, "dlq");
+  EXPECT_EQ(sink_.records[0].id, "e1");
+  EXPECT_NE(sink_.records[0].header("outbox.truncated").find("too large"), std::string::npos);
+  report(sink_.records[0], true);
+  EXPECT_EQ(p.confirmable(), Lsn{0x1010});
+  EXPECT_FALSE(p.fatal().has_value());
+}
+
+TEST_F(BrokerRefusedDeadLetterTest, ACompactRecordRefusedTooStopsTheRelay) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a", std::nullopt)), Step::kDone);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  refuse_as_too_large(sink_.records[0]);
+  sink_.records.clear();
+  p.on_disconnect();
+  p.rewound();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a", std::nullopt)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 1u);
+  refuse_as_too_large(sink_.records[0]);
+  ASSERT_TRUE(p.fatal().has_value());
+  EXPECT_EQ(p.fatal()->code, kExitPoisonEvent);
+  EXPECT_EQ(p.confirmable(), Lsn{0});
+}
+
+// Bounded cardinality: past Metrics::kMaxTopicSeries topics, events count under topic="_other".
+TEST_F(PipelineTest, PublishedEventsBeyondTheTopicSeriesCapCountUnderOther) {
+  Pipeline& p = pipeline();
+  const std::size_t topics = Metrics::kMaxTopicSeries + 50;
+  for (std::size_t i = 0; i < topics; ++i) {
+    ASSERT_EQ(step(begin(0x1000 + 0x100 * i)), Step::kDone);
+    ASSERT_EQ(step(insert("e" + std::to_string(i), "k", "t" + std::to_string(i))), Step::kDone);
+    ASSERT_EQ(step(commit(0x1000 + 0x100 * i, 0x1010 + 0x100 * i)), Step::kDone);
+    report(sink_.records.back(), true);
+  }
+  EXPECT_EQ(metrics_.events_published.size(), Metrics::kMaxTopicSeries + 1);
+  EXPECT_EQ(metrics_.events_published[std::string(Metrics::kOtherTopics)], 50u);
+  EXPECT_EQ(metrics_.events_published["outbox.event.t0"], 1u);
+  EXPECT_EQ(p.confirmable(), Lsn{0x1010 + 0x100 * (topics - 1)});
+}
+
+// Bounded parked set: past its cap every aggregate is parked (nothing passes a dead-lettered
+// event, nothing is dropped), and the set's memory is freed.
+TEST_F(PipelineTest, PastTheParkedCapEveryAggregateIsParked) {
+  config_.max_inflight_events = 1'000'000;
+  Pipeline& p = pipeline();
+  constexpr std::size_t kCap = 100'000;  // Pipeline's kMaxParkedAggregates
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  for (std::size_t i = 0; i <= kCap; ++i) {
+    ASSERT_EQ(step(insert("e" + std::to_string(i), "k" + std::to_string(i), std::nullopt)),
+              Step::kDone);
+  }
+  EXPECT_EQ(metrics_.parked_aggregates, kCap + 1);
+  ASSERT_EQ(step(insert("good", "never-seen")), Step::kDone);
+  EXPECT_EQ(sink_.records.back().topic, "dlq") << "every aggregate is parked past the cap";
+  EXPECT_EQ(sink_.records.back().error_header.rfind("parked: ", 0), 0u);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  EXPECT_EQ(sink_.records.size(), kCap + 2) << "every event went somewhere";
+  for (const auto& r : std::vector<Produced>(sink_.records)) report(r, true);
+  EXPECT_EQ(p.confirmable(), Lsn{0x1010});
+  EXPECT_FALSE(p.fatal().has_value());
+}
+
 TEST_F(PipelineTest, RefusedBatchRewindsAndSendsItsRecordsAloneInOrder) {
   Pipeline& p = pipeline();
   ASSERT_EQ(step(begin(0x1000)), Step::kDone);

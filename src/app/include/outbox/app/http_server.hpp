@@ -1,6 +1,7 @@
 // A small HTTP/1.1 server (Boost.Beast) on the relay's io_context, for /metrics, /healthz and
 // /readyz: one request per connection, read and write deadlines so a stuck client cannot hold a
-// connection, a cap on concurrent connections, GET and HEAD only.
+// connection, a cap on concurrent connections (a new connection at the cap closes the oldest one
+// that has not sent a complete request, so idle clients cannot starve a probe), GET and HEAD only.
 // Not thread-safe: construct, start, stop and destroy on the io_context thread; the handler runs
 // there too, so it may read the relay's state directly.
 #pragma once
@@ -31,7 +32,7 @@ using HttpHandler = std::function<HttpResponse(std::string_view path)>;
 
 struct HttpServerLimits {
   std::chrono::milliseconds io_timeout{5000};  // whole request read; whole response write
-  std::size_t max_connections = 32;            // more are closed at once
+  std::size_t max_connections = 32;            // at the cap, a new one closes the oldest idle one
   std::size_t max_header_bytes = 8192;
 };
 

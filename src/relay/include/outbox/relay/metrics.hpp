@@ -50,6 +50,11 @@ struct Histogram {
 };
 
 struct Metrics {
+  // outbox_relay_events_published_total keeps a series for at most this many topics (the first
+  // met); the events of any other topic count under topic="_other". Bounded cardinality: every
+  // distinct aggregate type may be a topic of its own.
+  static constexpr std::size_t kMaxTopicSeries = 1000;
+  static constexpr std::string_view kOtherTopics = "_other";
   // Counters.
   std::map<std::string, std::uint64_t, std::less<>> events_published;  // by topic
   std::uint64_t bytes_published = 0;                                   // key + value bytes

@@ -241,9 +241,17 @@ class Pipeline {
   // Keys of aggregates with a dead-lettered event (see park()).
   std::unordered_set<std::string, StringHash, std::equal_to<>> parked_;
   bool parked_null_key_ = false;
+  std::size_t parked_key_bytes_ = 0;
+  bool parked_all_ = false;  // the bound below was reached: every aggregate is parked
+  static constexpr std::size_t kMaxParkedAggregates = 100'000;
+  static constexpr std::size_t kMaxParkedKeyBytes = 64 << 20;
   // Ids of records a refused batch failed: each is sent alone when the stream brings it again.
   std::unordered_set<std::string, StringHash, std::equal_to<>> suspects_;
   bool isolation_inflight_ = false;  // a record sent alone awaits its report
+  // Ids of events whose dead-letter record the broker refused as too large (the topic's
+  // max.message.bytes below the producer's message.max.bytes): dead-lettered compact when the
+  // stream brings them again; forgotten once a compact one is acknowledged.
+  std::unordered_set<std::string, StringHash, std::equal_to<>> dlq_compact_;
   // No re-send after a reconnect (see resume()). The transaction open when the connection
   // dropped: its inserts handled so far need not be produced again once all are acknowledged.
   struct Cut {
