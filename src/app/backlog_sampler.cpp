@@ -10,6 +10,7 @@
 #include "outbox/common/clock.hpp"
 #include "outbox/common/log_text.hpp"
 #include "outbox/pg/admin.hpp"
+#include "sampler_thread.hpp"
 
 namespace outbox::app {
 using common::now_unix_ms;
@@ -67,43 +68,12 @@ std::string render_backlog_prometheus(const BacklogSample& s, std::int64_t now_u
 BacklogSampler::BacklogSampler(StatusOptions where, std::chrono::milliseconds every)
     : where_(std::move(where)), every_(every) {}
 
-BacklogSampler::~BacklogSampler() {
-  if (!thread_.joinable()) return;
-  std::unique_lock lock(state_->mutex);
-  state_->stop = true;
-  state_->wake.notify_all();
-  const bool done =
-      state_->wake.wait_for(lock, std::chrono::seconds(5), [this] { return state_->done; });
-  lock.unlock();
-  if (done) {
-    thread_.join();
-  } else {
-    thread_.detach();  // owns its state; ends when its scan returns
-  }
-}
+BacklogSampler::~BacklogSampler() = default;
 
-void BacklogSampler::start() { thread_ = std::thread(loop, state_, where_, every_); }
-
-BacklogSample BacklogSampler::sample() const {
-  std::lock_guard lock(state_->mutex);
-  return state_->sample;
-}
-
-void BacklogSampler::loop(std::shared_ptr<State> state, StatusOptions where,
-                          std::chrono::milliseconds every) {
+void BacklogSampler::start() {
   auto log = spdlog::get("app");
   if (!log) log = spdlog::default_logger();
-  // The first count waits one interval: a relay catching up at start needs the server's CPU more
-  // than the figure (each count decodes up to the scan limit a second time).
-  {
-    std::unique_lock lock(state->mutex);
-    if (state->wake.wait_for(lock, every, [&] { return state->stop; })) {
-      state->done = true;
-      state->wake.notify_all();
-      return;
-    }
-  }
-  for (;;) {
+  auto measure = [where = where_, log]() -> SamplerThread<BacklogSample>::Record {
     BacklogStatus status;
     try {
       pg::AdminSession db(where.conninfo);
@@ -111,30 +81,30 @@ void BacklogSampler::loop(std::shared_ptr<State> state, StatusOptions where,
     } catch (const pg::Error& e) {
       status.error = e.what();
     }
-    std::unique_lock lock(state->mutex);
-    BacklogSample& s = state->sample;
-    if (status.count) {
-      s.counted = true;
-      s.pending_events = status.count->pending_events;
-      s.lower_bound = status.stopped_at_limit;
-      s.oldest_commit_unix_ms.reset();
-      if (status.count->oldest_commit_time) {
-        s.oldest_commit_unix_ms = pgoutput::to_unix_millis(*status.count->oldest_commit_time);
+    return [status = std::move(status), slot = where.slot, log](BacklogSample& s, bool stopping) {
+      if (status.count) {
+        s.counted = true;
+        s.pending_events = status.count->pending_events;
+        s.lower_bound = status.stopped_at_limit;
+        s.oldest_commit_unix_ms.reset();
+        if (status.count->oldest_commit_time) {
+          s.oldest_commit_unix_ms = pgoutput::to_unix_millis(*status.count->oldest_commit_time);
+        }
+        s.scan_seconds = status.scan_seconds;
+        s.scanned_at_unix_ms = now_unix_ms();
+        ++s.scans_ok;
+      } else if (!stopping) {
+        ++s.scans_failed;
+        log->warn("event=backlog_scan_failed slot={} error={}", slot, common::quoted(status.error));
       }
-      s.scan_seconds = status.scan_seconds;
-      s.scanned_at_unix_ms = now_unix_ms();
-      ++s.scans_ok;
-    } else if (!state->stop) {
-      ++s.scans_failed;
-      log->warn("event=backlog_scan_failed slot={} error={}", where.slot,
-                common::quoted(status.error));
-    }
-    if (state->wake.wait_for(lock, every, [&] { return state->stop; })) {
-      state->done = true;
-      state->wake.notify_all();
-      return;
-    }
-  }
+    };
+  };
+  thread_ = std::make_unique<SamplerThread<BacklogSample>>();
+  // The first count waits one interval: a relay catching up at start needs the server's CPU more
+  // than the figure (each count decodes up to the scan limit a second time).
+  thread_->start(std::move(measure), every_, /*wait_first=*/true);
 }
+
+BacklogSample BacklogSampler::sample() const { return thread_ ? thread_->last() : BacklogSample{}; }
 
 }  // namespace outbox::app

@@ -6,6 +6,7 @@
 
 #include "outbox/common/log_text.hpp"
 #include "outbox/pg/conninfo.hpp"
+#include "sampler_thread.hpp"
 
 namespace outbox::app {
 namespace {
@@ -204,61 +205,44 @@ FailoverSampler::FailoverSampler(std::vector<std::string> standby_conninfos, std
                                  std::chrono::milliseconds every)
     : conninfos_(std::move(standby_conninfos)), slot_(std::move(slot)), every_(every) {}
 
-FailoverSampler::~FailoverSampler() {
-  if (!thread_.joinable()) return;
-  std::unique_lock lock(state_->mutex);
-  state_->stop = true;
-  state_->wake.notify_all();
-  const bool done =
-      state_->wake.wait_for(lock, std::chrono::seconds(5), [this] { return state_->done; });
-  lock.unlock();
-  if (done) {
-    thread_.join();
-  } else {
-    thread_.detach();  // owns its state; ends when its check returns
-  }
-}
+FailoverSampler::~FailoverSampler() = default;
 
-void FailoverSampler::start() { thread_ = std::thread(loop, state_, conninfos_, slot_, every_); }
-
-FailoverSample FailoverSampler::sample() const {
-  std::lock_guard lock(state_->mutex);
-  return state_->sample;
-}
-
-void FailoverSampler::loop(std::shared_ptr<State> state, std::vector<std::string> conninfos,
-                           std::string slot, std::chrono::milliseconds every) {
+void FailoverSampler::start() {
   auto log = spdlog::get("app");
   if (!log) log = spdlog::default_logger();
-  std::optional<bool> was_ready;
-  for (;;) {
-    const StandbyCopy copy = inspect_standbys(conninfos, slot);
-    std::unique_lock lock(state->mutex);
-    FailoverSample& s = state->sample;
-    if (!copy.error.empty()) {
-      ++s.failed_checks;
-      if (!state->stop) {
-        log->warn("event=failover_check_failed slot={} error={}", slot, common::quoted(copy.error));
+  // The readiness last logged; the thread's own.
+  auto was_ready = std::make_shared<std::optional<bool>>();
+  auto measure = [conninfos = conninfos_, slot = slot_, log,
+                  was_ready]() -> SamplerThread<FailoverSample>::Record {
+    StandbyCopy copy = inspect_standbys(conninfos, slot);
+    return [copy = std::move(copy), slot, log, was_ready](FailoverSample& s, bool stopping) {
+      if (!copy.error.empty()) {
+        ++s.failed_checks;
+        if (!stopping) {
+          log->warn("event=failover_check_failed slot={} error={}", slot,
+                    common::quoted(copy.error));
+        }
+        return;
       }
-    } else {
       const bool ready = copy.ready();
       s.checked = true;
       s.ready = ready;
       ++(ready ? s.ready_checks : s.not_ready_checks);
-      if (was_ready != ready) {
+      if (*was_ready != ready) {
         std::string why;
         for (const auto& p : copy.problems()) why += (why.empty() ? "" : "; ") + p;
         log->info("event=failover_readiness slot={} ready={} problems={}", slot, ready,
                   common::quoted(why));
-        was_ready = ready;
+        *was_ready = ready;
       }
-    }
-    if (state->wake.wait_for(lock, every, [&] { return state->stop; })) {
-      state->done = true;
-      state->wake.notify_all();
-      return;
-    }
-  }
+    };
+  };
+  thread_ = std::make_unique<SamplerThread<FailoverSample>>();
+  thread_->start(std::move(measure), every_, /*wait_first=*/false);
+}
+
+FailoverSample FailoverSampler::sample() const {
+  return thread_ ? thread_->last() : FailoverSample{};
 }
 
 std::string slot_lost_advice(const std::string& conninfo, const std::string& slot,

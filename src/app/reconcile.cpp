@@ -17,6 +17,7 @@
 #include "outbox/mapping/topic_template.hpp"
 #include "outbox/pg/admin.hpp"
 #include "outbox/pg/cursor.hpp"
+#include "outbox/pg/window_scan.hpp"
 
 namespace outbox::app {
 namespace {
@@ -27,15 +28,6 @@ constexpr std::size_t kBatchRows = 500;  // rows carry their payloads (the mappe
 constexpr std::uint64_t kProgressEvery = 100'000;
 constexpr std::size_t kMaxRepairInFlight = 10'000;
 constexpr std::size_t kMaxRepairInFlightBytes = 16U << 20;
-
-std::string quote_ident(const std::string& name) {
-  std::string out = "\"";
-  for (char c : name) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -196,34 +188,14 @@ pgoutput::Insert insert_of(const ReconcileTable& table,
 
 // ---- SQL --------------------------------------------------------------------------------------
 
-// Commit order, as far as PostgreSQL can tell after the fact:
-// - with track_commit_timestamp on, the commit time of the inserting transaction (exact between
-//   transactions; rows committed before it was turned on have none and come first);
-// - then the time column (within a transaction, clock_timestamp() defaults tell insert order;
-//   without commit timestamps this is the main key: for one aggregate, whose writers are
-//   serialised by a lock on the aggregate, a later writer's time is the later one when the column
-//   is filled at insert time);
-// - then the inserting transaction's age, oldest first (age(xmin), which survives xid wraparound);
-// - then the table (in --table order) and the row's physical position (ctid): insert order
-//   within one transaction as long as the table had no free space to reuse, the usual case for
-//   an insert-only table.
 ReconcileQueries reconcile_queries(const ReconcileOptions& o,
                                    const std::vector<ReconcileTable>& tables,
                                    bool commit_timestamps) {
   const auto& m = o.mapper;
   const mapping::TopicTemplate tmpl(m.topic_template);
-  std::size_t widest = 0;
-  for (const auto& t : tables) widest = std::max(widest, t.columns.size());
-  ReconcileQueries q;
-  std::string branches;
-  for (std::size_t k = 0; k < tables.size(); ++k) {
-    const ReconcileTable& t = tables[k];
-    const std::string name = quote_ident(t.schema) + "." + quote_ident(t.table);
-    auto has = [&](const std::string& c) {
-      return std::find(t.columns.begin(), t.columns.end(), c) != t.columns.end();
-    };
+  for (const ReconcileTable& t : tables) {
     auto required = [&](const std::string& c, const std::string& role) {
-      if (!has(c)) {
+      if (std::find(t.columns.begin(), t.columns.end(), c) == t.columns.end()) {
         throw std::runtime_error("table " + t.schema + "." + t.table + " has no column " + c +
                                  " (" + role + ")");
       }
@@ -232,34 +204,8 @@ ReconcileQueries reconcile_queries(const ReconcileOptions& o,
     required(m.column_payload, "--column-payload");
     required(o.column_time, "--column-time");
     for (const auto& c : tmpl.columns()) required(c, "referenced by the topic template");
-    const std::string time = "t." + quote_ident(o.column_time);
-    const std::string from = " FROM " + name + " AS t WHERE " + time + " >= $1::timestamptz AND " +
-                             time + " < $2::timestamptz";
-    std::string raw, formatted;
-    for (std::size_t i = 0; i < widest; ++i) {
-      if (i >= t.columns.size()) {
-        formatted += ", NULL::text";
-        continue;
-      }
-      const std::string c = "t." + quote_ident(t.columns[i]);
-      raw += ", " + c;
-      formatted +=
-          ", CASE WHEN " + c + " IS NULL THEN NULL ELSE pg_catalog.format('%s', " + c + ") END";
-    }
-    q.scans.push_back("SELECT " + time + "::text" + raw + from);
-    const std::string commit_ts =
-        commit_timestamps ? "pg_catalog.pg_xact_commit_timestamp(t.xmin)" : "NULL::timestamptz";
-    if (k > 0) branches += " UNION ALL ";
-    branches += "SELECT " + std::to_string(k) + " AS tbl, " + commit_ts + " AS commit_at, " + time +
-                "::timestamptz AS at, pg_catalog.age(t.xmin) AS age, t.ctid AS pos, " +
-                "(extract(epoch FROM COALESCE(" + commit_ts + ", " + time +
-                "::timestamptz)) * 1000000)::bigint AS stamp_us, " + time + "::text AS time_text" +
-                formatted + from;
   }
-  q.ordered = "SELECT * FROM (" + branches + ") AS r ORDER BY " +
-              (commit_timestamps ? "r.commit_at NULLS FIRST, " : "") +
-              "r.at, r.age DESC, r.tbl, r.pos";
-  return q;
+  return pg::window_queries(tables, o.column_time, commit_timestamps);
 }
 
 std::string field_value(const std::optional<std::string>& value) {
@@ -413,258 +359,303 @@ void print_unmappable(std::ostream& out, const mapping::MapError& e, const std::
 
 }  // namespace
 
-int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& err) {
-  const auto& m = o.mapper;
-  std::vector<std::pair<std::string, std::string>> names{{m.schema, m.table}};
-  names.insert(names.end(), m.more_tables.begin(), m.more_tables.end());
-  std::string table_names;
-  for (const auto& [schema, table] : names) {
-    table_names += (table_names.empty() ? "" : ",") + schema + "." + table;
-  }
-  const std::int64_t start_us = now_us();
-  const std::int64_t since_us = o.since.resolve(start_us);
-  const std::int64_t until_us = o.until ? o.until->resolve(start_us) : start_us;
-  if (since_us >= until_us) {
-    err << "outbox-relay reconcile: --until " << (o.until ? o.until->text : "(now)") << " ("
-        << format_utc(until_us) << ") is not after --since " << o.since.text << " ("
-        << format_utc(since_us) << ")\n";
-    return 2;
-  }
-  const std::vector<std::string> window{format_utc(since_us), format_utc(until_us)};
-  const auto fail = [&](const std::string& message) {
-    err << "outbox-relay reconcile: " << message << '\n';
-    return 1;
-  };
+namespace {
 
-  try {
-    pg::AdminSession session(o.conninfo);
-    // pgoutput sends bytea in hex whatever the server's default; the mapper decodes that.
-    session.exec("SET bytea_output = hex");
-    std::vector<ReconcileTable> tables;
-    for (const auto& [schema, table] : names) {
-      ReconcileTable t{schema, table, 0, {}, {}};
-      try {
-        for (auto& row : session.exec(
-                 "SELECT a.attrelid::oid::text, a.attname, a.atttypid::oid::text FROM "
-                 "pg_catalog.pg_attribute AS a WHERE a.attrelid = $1::regclass AND a.attnum > 0 "
-                 "AND NOT a.attisdropped ORDER BY a.attnum",
-                 {quote_ident(schema) + "." + quote_ident(table)})) {
-          t.relid = static_cast<std::uint32_t>(std::stoul(row[0].value_or("0")));
-          t.columns.push_back(row[1].value_or(""));
-          t.type_oids.push_back(static_cast<std::uint32_t>(std::stoul(row[2].value_or("0"))));
-        }
-      } catch (const pg::Error& e) {
-        return fail("table " + schema + "." + table + ": " + e.what());
-      }
-      tables.push_back(std::move(t));
+using pg::kOrderedColumns;
+using pg::kOrderedStampUs;
+using pg::kOrderedTable;
+using pg::kOrderedTime;
+
+// One run of reconcile, step by step: the tables and the window, the window's ids (scan), what
+// Kafka holds of them (read_kafka), what it lacks in commit order, repaired with --repair
+// (list_missing), and the summary with the exit code.
+class Reconciliation {
+ public:
+  Reconciliation(const ReconcileOptions& o, std::ostream& out, std::ostream& err)
+      : o_(o), m_(o.mapper), out_(out), err_(err) {
+    names_.emplace_back(m_.schema, m_.table);
+    names_.insert(names_.end(), m_.more_tables.begin(), m_.more_tables.end());
+    for (const auto& [schema, table] : names_) {
+      table_names_ += (table_names_.empty() ? "" : ",") + schema + "." + table;
     }
-    const bool commit_timestamps = session.setting("track_commit_timestamp") == "on";
-    ReconcileQueries queries;
+  }
+
+  int run() {
+    const std::int64_t start_us = now_us();
+    since_us_ = o_.since.resolve(start_us);
+    const std::int64_t until_us = o_.until ? o_.until->resolve(start_us) : start_us;
+    if (since_us_ >= until_us) {
+      err_ << "outbox-relay reconcile: --until " << (o_.until ? o_.until->text : "(now)") << " ("
+           << format_utc(until_us) << ") is not after --since " << o_.since.text << " ("
+           << format_utc(since_us_) << ")\n";
+      return 2;
+    }
+    window_ = {format_utc(since_us_), format_utc(until_us)};
     try {
-      queries = reconcile_queries(o, tables, commit_timestamps);
+      pg::AdminSession session(o_.conninfo);
+      if (auto failed = open(session)) return *failed;
+      // The relay's mapper, fed the rows as pgoutput would send them: the same topic, key, value,
+      // headers, partition and timestamp column.
+      mapping::Mapper mapper(m_);
+      for (const ReconcileTable& t : tables_) mapper.on_relation(relation_of(t), true);
+      err_ << "reconcile: table " << table_names_ << ", rows with " << o_.column_time << " in ["
+           << window_[0] << ", " << window_[1] << ")"
+           << (commit_timestamps_ ? ""
+                                  : "; track_commit_timestamp is off: repaired records are "
+                                    "stamped with the time column, not the commit time")
+           << "\n";
+      scan(session, mapper);
+      read_kafka();
+      list_missing(session, mapper);
+      return summary();
+    } catch (const kafka::ConfigError& e) {
+      err_ << "outbox-relay reconcile: Kafka configuration (-X, --kafka-config): " << e.what()
+           << '\n';
+      return 2;
+    } catch (const pg::Error& e) {
+      return fail(e.what());
     } catch (const std::runtime_error& e) {
       return fail(e.what());
     }
-    // The relay's mapper, fed the rows as pgoutput would send them: the same topic, key, value,
-    // headers, partition and timestamp column.
-    mapping::Mapper mapper(m);
-    for (const ReconcileTable& t : tables) mapper.on_relation(relation_of(t), true);
-    err << "reconcile: table " << table_names << ", rows with " << o.column_time << " in ["
-        << window[0] << ", " << window[1] << ")"
-        << (commit_timestamps ? ""
-                              : "; track_commit_timestamp is off: repaired records are "
-                                "stamped with the time column, not the commit time")
-        << "\n";
+  }
 
-    // 1. The window's ids and the topics they route to.
-    EventIdSet ids;
-    std::map<std::string, std::uint64_t> rows_per_topic;
-    std::uint64_t rows = 0, unmappable = 0;
-    auto phase = Clock::now();
-    for (std::size_t k = 0; k < tables.size(); ++k) {
-      const ReconcileTable& t = tables[k];
+ private:
+  int fail(const std::string& message) {
+    err_ << "outbox-relay reconcile: " << message << '\n';
+    return 1;
+  }
+
+  // The tables as the catalog describes them and the window's statements; the exit code when
+  // that failed.
+  std::optional<int> open(pg::AdminSession& session) {
+    // pgoutput sends bytea in hex whatever the server's default; the mapper decodes that.
+    session.exec("SET bytea_output = hex");
+    for (const auto& [schema, table] : names_) {
+      try {
+        tables_.push_back(pg::describe_table(session, schema, table));
+      } catch (const pg::Error& e) {
+        return fail("table " + schema + "." + table + ": " + e.what());
+      }
+    }
+    commit_timestamps_ = session.setting("track_commit_timestamp") == "on";
+    try {
+      queries_ = reconcile_queries(o_, tables_, commit_timestamps_);
+    } catch (const std::runtime_error& e) {
+      return fail(e.what());
+    }
+    return std::nullopt;
+  }
+
+  // 1. The window's ids and the topics they route to.
+  void scan(pg::AdminSession& session, mapping::Mapper& mapper) {
+    const auto phase = Clock::now();
+    for (std::size_t k = 0; k < tables_.size(); ++k) {
+      const ReconcileTable& t = tables_[k];
       const std::string name = t.schema + "." + t.table;
-      pg::Cursor cursor(session, "scan " + name, queries.scans[k], window, kBatchRows);
+      pg::Cursor cursor(session, "scan " + name, queries_.scans[k], window_, kBatchRows);
       pg::Rows batch;
       while (cursor.fetch(batch)) {
         for (const pg::Row& row : batch) {
-          if (++rows % kProgressEvery == 0) {
-            err << "reconcile: scanned " << rows << " rows (" << rate(rows, seconds_since(phase))
-                << " rows/s)\n";
+          if (++rows_ % kProgressEvery == 0) {
+            err_ << "reconcile: scanned " << rows_ << " rows (" << rate(rows_, seconds_since(phase))
+                 << " rows/s)\n";
           }
           const auto values = std::span<const std::optional<std::string>>(row).subspan(1);
           const mapping::MapResult mapped = mapper.map_insert(insert_of(t, values), 0);
           if (const auto* e = std::get_if<mapping::MapError>(&mapped)) {
-            ++unmappable;
-            print_unmappable(out, *e, name, row[0]);
+            ++unmappable_;
+            print_unmappable(out_, *e, name, row[0]);
             continue;
           }
           if (const auto* ev = std::get_if<mapping::Event>(&mapped)) {
-            ids.add(ev->id);
-            ++rows_per_topic[std::string(ev->topic)];
+            ids_.add(ev->id);
+            ++rows_per_topic_[std::string(ev->topic)];
           }
         }
       }
       cursor.close();
     }
-    ids.seal();
+    ids_.seal();
     const double scan_seconds = seconds_since(phase);
-    err << "reconcile: scanned " << rows << " rows in " << secs(scan_seconds) << " ("
-        << rate(rows, scan_seconds) << " rows/s); " << ids.size() << " ids in "
-        << ids.memory_bytes() << " bytes; " << rows_per_topic.size() << " topics\n";
-    if (ids.duplicates() > 0) {
-      err << "reconcile: " << ids.duplicates() << " rows repeat an id of another row\n";
+    err_ << "reconcile: scanned " << rows_ << " rows in " << secs(scan_seconds) << " ("
+         << rate(rows_, scan_seconds) << " rows/s); " << ids_.size() << " ids in "
+         << ids_.memory_bytes() << " bytes; " << rows_per_topic_.size() << " topics\n";
+    if (ids_.duplicates() > 0) {
+      err_ << "reconcile: " << ids_.duplicates() << " rows repeat an id of another row\n";
     }
-    // 2. Kafka: every record of those topics from the window's start (less the margin) to the
-    // end each partition has now.
-    std::uint64_t records = 0, matched = 0, without_id = 0;
-    std::size_t topics_read = 0, topics_absent = 0;
-    if (!rows_per_topic.empty()) {
-      kafka::Consumer consumer(kafka::ConsumerConfig{o.brokers, o.properties});
-      // With --column-timestamp the records carry the column's time, which may be anything (an
-      // event's business time, long past): only the topics' beginning is safe to read from.
-      const std::int64_t from_ms =
-          m.column_timestamp.empty() ? std::max<std::int64_t>(0, since_us / 1000 - o.margin.count())
-                                     : 0;
-      std::vector<kafka::PartitionRange> ranges;
-      std::uint64_t planned = 0;
-      for (const auto& [topic, count] : rows_per_topic) {
-        const kafka::TopicPlan plan = consumer.plan(topic, from_ms, o.timeout);
-        if (!plan.exists) {
-          ++topics_absent;
-          err << "reconcile: topic " << topic << " does not exist: its " << count
-              << " rows are missing\n";
+  }
+
+  // 2. Kafka: every record of those topics from the window's start (less the margin) to the
+  // end each partition has now.
+  void read_kafka() {
+    if (rows_per_topic_.empty()) return;
+    std::uint64_t matched = 0, without_id = 0;
+    kafka::Consumer consumer(kafka::ConsumerConfig{o_.brokers, o_.properties});
+    // With --column-timestamp the records carry the column's time, which may be anything (an
+    // event's business time, long past): only the topics' beginning is safe to read from.
+    const std::int64_t from_ms =
+        m_.column_timestamp.empty()
+            ? std::max<std::int64_t>(0, since_us_ / 1000 - o_.margin.count())
+            : 0;
+    std::vector<kafka::PartitionRange> ranges;
+    std::uint64_t planned = 0;
+    for (const auto& [topic, count] : rows_per_topic_) {
+      const kafka::TopicPlan plan = consumer.plan(topic, from_ms, o_.timeout);
+      if (!plan.exists) {
+        ++topics_absent_;
+        err_ << "reconcile: topic " << topic << " does not exist: its " << count
+             << " rows are missing\n";
+        continue;
+      }
+      ++topics_read_;
+      for (const auto& p : plan.partitions) {
+        planned += static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.end - p.start));
+        ranges.push_back(p);
+      }
+    }
+    err_ << "reconcile: reading " << topics_read_ << " topics (" << ranges.size()
+         << " partitions, up to " << planned << " records) from records stamped at or after "
+         << format_utc(from_ms * 1000) << "\n";
+    const auto phase = Clock::now();
+    records_ = consumer.read(
+        ranges,
+        [&](const kafka::ConsumedRecord& r) {
+          if (!r.id_header) {
+            ++without_id;
+          } else if (ids_.mark_seen(*r.id_header)) {
+            ++matched;
+          }
+          if (++records_ % kProgressEvery == 0) {
+            err_ << "reconcile: read " << records_ << " of up to " << planned << " records ("
+                 << rate(records_, seconds_since(phase)) << " records/s)\n";
+          }
+        },
+        o_.timeout);
+    const double read_seconds = seconds_since(phase);
+    err_ << "reconcile: read " << records_ << " records in " << secs(read_seconds) << " ("
+         << rate(records_, read_seconds) << " records/s); " << matched
+         << " carry an id of the window";
+    if (without_id > 0) err_ << ", " << without_id << " have no id header";
+    err_ << "\n";
+  }
+
+  // 3. What Kafka lacks, in commit order; with --repair, published in that order.
+  void list_missing(pg::AdminSession& session, mapping::Mapper& mapper) {
+    missing_ = ids_.missing();
+    if (missing_ == 0) return;
+    if (o_.repair) repairer_.emplace(o_, out_);
+    std::vector<std::size_t> id_column;  // per table, for a look-up before mapping
+    for (const ReconcileTable& t : tables_) {
+      id_column.push_back(static_cast<std::size_t>(
+          std::find(t.columns.begin(), t.columns.end(), m_.column_id) - t.columns.begin()));
+    }
+    const auto phase = Clock::now();
+    pg::Cursor cursor(session, "scan " + table_names_ + " in commit order", queries_.ordered,
+                      window_, kBatchRows);
+    pg::Rows batch;
+    std::uint64_t scanned = 0;
+    while (!stalled_ && cursor.fetch(batch)) {
+      for (const pg::Row& row : batch) {
+        if (++scanned % kProgressEvery == 0) {
+          err_ << "reconcile: listing missing rows: scanned " << scanned << " rows, " << listed_
+               << " of " << missing_ << " missing found\n";
+        }
+        const std::size_t k = std::stoul(row[kOrderedTable].value_or("0"));
+        if (k >= tables_.size()) throw std::runtime_error("reconcile: bad table index");
+        const ReconcileTable& t = tables_[k];
+        const auto values = std::span<const std::optional<std::string>>(row).subspan(
+            kOrderedColumns, t.columns.size());
+        const auto& raw_id = values[id_column[k]];
+        if (!raw_id || !ids_.is_missing(*raw_id)) continue;
+        std::int64_t stamp_us = 0;
+        const std::string& text = row[kOrderedStampUs].value_or("0");
+        std::from_chars(text.data(), text.data() + text.size(), stamp_us);
+        const mapping::MapResult mapped = mapper.map_insert(insert_of(t, values), stamp_us);
+        const auto* ev = std::get_if<mapping::Event>(&mapped);
+        if (!ev || !ids_.is_missing(ev->id)) {
+          // Changed since the first scan (counted below as having left the table).
+          if (const auto* e = std::get_if<mapping::MapError>(&mapped)) {
+            ++unmappable_;
+            print_unmappable(out_, *e, t.schema + "." + t.table, row[kOrderedTime]);
+          }
           continue;
         }
-        ++topics_read;
-        for (const auto& p : plan.partitions) {
-          planned += static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.end - p.start));
-          ranges.push_back(p);
+        ++listed_;
+        ids_.mark_seen(ev->id);  // list a repeated id once
+        out_ << "missing id=" << field_value(std::string(ev->id)) << " aggregateid="
+             << field_value(ev->key ? std::optional<std::string>(*ev->key) : std::nullopt)
+             << " topic=" << ev->topic << " time=" << field_value(row[kOrderedTime]);
+        if (tables_.size() > 1) out_ << " table=" << t.schema << "." << t.table;
+        out_ << '\n';
+        if (!repairer_) continue;
+        if (!repairer_->send(*ev, stamp_us / 1000)) {
+          stalled_ = true;
+          break;
         }
       }
-      err << "reconcile: reading " << topics_read << " topics (" << ranges.size()
-          << " partitions, up to " << planned << " records) from records stamped at or after "
-          << format_utc(from_ms * 1000) << "\n";
-      phase = Clock::now();
-      records = consumer.read(
-          ranges,
-          [&](const kafka::ConsumedRecord& r) {
-            if (!r.id_header) {
-              ++without_id;
-            } else if (ids.mark_seen(*r.id_header)) {
-              ++matched;
-            }
-            if (++records % kProgressEvery == 0) {
-              err << "reconcile: read " << records << " of up to " << planned << " records ("
-                  << rate(records, seconds_since(phase)) << " records/s)\n";
-            }
-          },
-          o.timeout);
-      const double read_seconds = seconds_since(phase);
-      err << "reconcile: read " << records << " records in " << secs(read_seconds) << " ("
-          << rate(records, read_seconds) << " records/s); " << matched
-          << " carry an id of the window";
-      if (without_id > 0) err << ", " << without_id << " have no id header";
-      err << "\n";
     }
+    if (!stalled_) cursor.close();
+    if (repairer_ && !stalled_) stalled_ = !repairer_->finish();
+    err_ << "reconcile: listed " << listed_ << " missing rows in " << secs(seconds_since(phase))
+         << "\n";
+    if (listed_ < missing_ && !stalled_) {
+      err_ << "reconcile: " << missing_ - listed_
+           << " missing rows left the table (or their columns changed) between the scans\n";
+    }
+  }
 
-    // 3. What Kafka lacks, in commit order; with --repair, published in that order.
-    const std::size_t missing = ids.missing();
-    std::uint64_t listed = 0;
-    std::optional<Repairer> repairer;
-    bool stalled = false;
-    if (missing > 0) {
-      if (o.repair) repairer.emplace(o, out);
-      std::vector<std::size_t> id_column;  // per table, for a look-up before mapping
-      for (const ReconcileTable& t : tables) {
-        id_column.push_back(static_cast<std::size_t>(
-            std::find(t.columns.begin(), t.columns.end(), m.column_id) - t.columns.begin()));
-      }
-      phase = Clock::now();
-      pg::Cursor cursor(session, "scan " + table_names + " in commit order", queries.ordered,
-                        window, kBatchRows);
-      pg::Rows batch;
-      std::uint64_t scanned = 0;
-      while (!stalled && cursor.fetch(batch)) {
-        for (const pg::Row& row : batch) {
-          if (++scanned % kProgressEvery == 0) {
-            err << "reconcile: listing missing rows: scanned " << scanned << " rows, " << listed
-                << " of " << missing << " missing found\n";
-          }
-          const std::size_t k = std::stoul(row[kOrderedTable].value_or("0"));
-          if (k >= tables.size()) throw std::runtime_error("reconcile: bad table index");
-          const ReconcileTable& t = tables[k];
-          const auto values = std::span<const std::optional<std::string>>(row).subspan(
-              kOrderedColumns, t.columns.size());
-          const auto& raw_id = values[id_column[k]];
-          if (!raw_id || !ids.is_missing(*raw_id)) continue;
-          std::int64_t stamp_us = 0;
-          const std::string& text = row[kOrderedStampUs].value_or("0");
-          std::from_chars(text.data(), text.data() + text.size(), stamp_us);
-          const mapping::MapResult mapped = mapper.map_insert(insert_of(t, values), stamp_us);
-          const auto* ev = std::get_if<mapping::Event>(&mapped);
-          if (!ev || !ids.is_missing(ev->id)) {
-            // Changed since the first scan (counted below as having left the table).
-            if (const auto* e = std::get_if<mapping::MapError>(&mapped)) {
-              ++unmappable;
-              print_unmappable(out, *e, t.schema + "." + t.table, row[kOrderedTime]);
-            }
-            continue;
-          }
-          ++listed;
-          ids.mark_seen(ev->id);  // list a repeated id once
-          out << "missing id=" << field_value(std::string(ev->id)) << " aggregateid="
-              << field_value(ev->key ? std::optional<std::string>(*ev->key) : std::nullopt)
-              << " topic=" << ev->topic << " time=" << field_value(row[kOrderedTime]);
-          if (tables.size() > 1) out << " table=" << t.schema << "." << t.table;
-          out << '\n';
-          if (!repairer) continue;
-          if (!repairer->send(*ev, stamp_us / 1000)) {
-            stalled = true;
-            break;
-          }
-        }
-      }
-      if (!stalled) cursor.close();
-      if (repairer && !stalled) stalled = !repairer->finish();
-      err << "reconcile: listed " << listed << " missing rows in " << secs(seconds_since(phase))
-          << "\n";
-      if (listed < missing && !stalled) {
-        err << "reconcile: " << missing - listed
-            << " missing rows left the table (or their columns changed) between the scans\n";
-      }
+  // The summary line, and the exit code.
+  int summary() {
+    out_ << "summary table=" << table_names_ << " since=" << window_[0] << " until=" << window_[1]
+         << " rows_scanned=" << rows_ << " topics_read=" << topics_read_;
+    if (topics_absent_ > 0) out_ << " topics_absent=" << topics_absent_;
+    out_ << " records_read=" << records_ << " missing=" << missing_
+         << " unmappable=" << unmappable_;
+    if (repairer_) {
+      out_ << " repaired=" << repairer_->acknowledged() << " failed=" << repairer_->failed();
+      if (repairer_->in_flight() > 0) out_ << " unacknowledged=" << repairer_->in_flight();
     }
-
-    out << "summary table=" << table_names << " since=" << window[0] << " until=" << window[1]
-        << " rows_scanned=" << rows << " topics_read=" << topics_read;
-    if (topics_absent > 0) out << " topics_absent=" << topics_absent;
-    out << " records_read=" << records << " missing=" << missing << " unmappable=" << unmappable;
-    if (repairer) {
-      out << " repaired=" << repairer->acknowledged() << " failed=" << repairer->failed();
-      if (repairer->in_flight() > 0) out << " unacknowledged=" << repairer->in_flight();
-    }
-    out << '\n';
-    out.flush();
-    if (repairer && repairer->fatal()) {
-      return fail("Kafka producer failed: " + *repairer->fatal() +
+    out_ << '\n';
+    out_.flush();
+    if (repairer_ && repairer_->fatal()) {
+      return fail("Kafka producer failed: " + *repairer_->fatal() +
                   "; run reconcile again to see what is still missing");
     }
-    if (stalled) {
-      return fail("no acknowledgement from Kafka for " + std::to_string(o.timeout.count()) +
-                  " ms; " + std::to_string(repairer ? repairer->in_flight() : 0) +
+    if (stalled_) {
+      return fail("no acknowledgement from Kafka for " + std::to_string(o_.timeout.count()) +
+                  " ms; " + std::to_string(repairer_ ? repairer_->in_flight() : 0) +
                   " events were in flight and may still arrive: run reconcile again");
     }
-    if (unmappable > 0) return 1;
-    if (!o.repair) return missing > 0 ? 1 : 0;
-    return repairer && (repairer->failed() > 0 || repairer->acknowledged() < listed) ? 1 : 0;
-  } catch (const kafka::ConfigError& e) {
-    err << "outbox-relay reconcile: Kafka configuration (-X, --kafka-config): " << e.what() << '\n';
-    return 2;
-  } catch (const pg::Error& e) {
-    return fail(e.what());
-  } catch (const std::runtime_error& e) {
-    return fail(e.what());
+    if (unmappable_ > 0) return 1;
+    if (!o_.repair) return missing_ > 0 ? 1 : 0;
+    return repairer_ && (repairer_->failed() > 0 || repairer_->acknowledged() < listed_) ? 1 : 0;
   }
+
+  const ReconcileOptions& o_;
+  const mapping::MapperConfig& m_;
+  std::ostream& out_;
+  std::ostream& err_;
+  std::vector<std::pair<std::string, std::string>> names_;
+  std::string table_names_;  // "schema.table,..." for messages
+  std::int64_t since_us_ = 0;
+  std::vector<std::string> window_;  // the bounds as timestamptz text: $1, $2 of the scans
+  std::vector<ReconcileTable> tables_;
+  bool commit_timestamps_ = false;
+  ReconcileQueries queries_;
+  EventIdSet ids_;
+  std::map<std::string, std::uint64_t> rows_per_topic_;
+  std::uint64_t rows_ = 0, unmappable_ = 0, records_ = 0;
+  std::size_t topics_read_ = 0, topics_absent_ = 0;
+  std::size_t missing_ = 0;
+  std::uint64_t listed_ = 0;
+  std::optional<Repairer> repairer_;  // with --repair, once something is missing
+  bool stalled_ = false;
+};
+
+}  // namespace
+
+int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& err) {
+  return Reconciliation(o, out, err).run();
 }
 
 }  // namespace outbox::app

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "command_tables.hpp"
 #include "flags.hpp"
 #include "outbox/app/backlog_sampler.hpp"
 #include "outbox/app/failover.hpp"

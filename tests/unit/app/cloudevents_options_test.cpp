@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "flag_errors.hpp"
 #include "outbox/app/options.hpp"
 
 namespace outbox::app {
@@ -17,15 +18,6 @@ std::vector<std::string> run_with(std::vector<std::string> extra) {
   std::vector<std::string> args = {"--pg", "x", "--brokers", "k:1"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
-}
-
-std::string error_of(std::vector<std::string> args, const Environment& env = {}) {
-  try {
-    parse_command_line(args, env);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 Environment env_of(std::map<std::string, std::string> vars) {

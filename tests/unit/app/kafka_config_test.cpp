@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 
+#include "flag_errors.hpp"
 #include "outbox/app/options.hpp"
 
 namespace outbox::app {
@@ -44,15 +45,6 @@ Environment env_of(std::map<std::string, std::string> vars) {
     auto it = vars.find(name);
     return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
   };
-}
-
-std::string error_of(std::vector<std::string> args, const Environment& env = {}) {
-  try {
-    parse_command_line(args, env);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 TEST(KafkaConfig, ReadsPropertiesLikeKcat) {

@@ -3,19 +3,11 @@
 // RelayConfig::nats; --nats itself is refused until the relay publishes to JetStream.
 #include <gtest/gtest.h>
 
+#include "flag_errors.hpp"
 #include "outbox/app/options.hpp"
 
 namespace outbox::app {
 namespace {
-
-std::string error_of(std::vector<std::string> args) {
-  try {
-    parse_command_line(args);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(NatsOptions, NatsIsRefusedUntilTheRelayPublishesToJetStream) {
   EXPECT_EQ(error_of({"--pg", "x", "--nats", "nats://127.0.0.1:4222"}),

@@ -8,17 +8,10 @@
 #include <sstream>
 #include <tuple>
 
+#include "flag_errors.hpp"
+
 namespace outbox::app {
 namespace {
-
-std::string error_of(std::vector<std::string> args) {
-  try {
-    parse_command_line(args);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(CommandLine, RunIsTheDefaultAndCanBeNamed) {
   for (auto args : {std::vector<std::string>{"--pg", "x", "--brokers", "k:1"},

@@ -8,6 +8,7 @@
 #include <map>
 #include <variant>
 
+#include "flag_errors.hpp"
 #include "outbox/app/options.hpp"
 #include "outbox/mapping/mapper.hpp"
 
@@ -23,15 +24,6 @@ std::vector<std::string> with(std::vector<std::string> extra) {
   std::vector<std::string> args = kBase;
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
-}
-
-std::string error_of(const std::vector<std::string>& args) {
-  try {
-    parse_command_line(args);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 TEST(ReconcileFlags, DefaultsAreTheRelays) {

@@ -1,21 +1,13 @@
 // Command-line flags of run: defaults, every flag, and one-line errors that name the flag.
 #include <gtest/gtest.h>
 
+#include "flag_errors.hpp"
 #include "outbox/app/options.hpp"
 
 namespace outbox::app {
 namespace {
 
 Options parse(std::vector<std::string> args) { return parse_options(args); }
-
-std::string error_of(std::vector<std::string> args) {
-  try {
-    parse_options(args);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(RunOptions, DefaultsMatchDebeziumOutboxRouter) {
   Options o = parse({"--pg", "dbname=x", "--brokers", "k:9092"});

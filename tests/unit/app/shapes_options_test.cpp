@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "flag_errors.hpp"
 #include "outbox/app/options.hpp"
 
 namespace outbox::app {
@@ -18,15 +19,6 @@ std::vector<std::string> run_with(std::vector<std::string> extra) {
   std::vector<std::string> args = {"--pg", "x", "--brokers", "k:1"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
-}
-
-std::string error_of(std::vector<std::string> args) {
-  try {
-    parse_command_line(args);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 TEST(ShapeFlags, DefaultsLeaveTheRecordAsDebeziumsDefault) {

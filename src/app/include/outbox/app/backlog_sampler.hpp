@@ -9,17 +9,17 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "outbox/app/options.hpp"  // StatusOptions
 
 namespace outbox::app {
+
+template <class Sample>
+class SamplerThread;
 
 // The last scan, as /metrics reports it.
 struct BacklogSample {
@@ -50,21 +50,9 @@ class BacklogSampler {
   BacklogSample sample() const;
 
  private:
-  // Shared with the thread, which may outlive the sampler by one scan.
-  struct State {
-    std::mutex mutex;
-    std::condition_variable wake;
-    bool stop = false;
-    bool done = false;
-    BacklogSample sample;
-  };
-  static void loop(std::shared_ptr<State> state, StatusOptions where,
-                   std::chrono::milliseconds every);
-
   StatusOptions where_;
   std::chrono::milliseconds every_;
-  std::shared_ptr<State> state_ = std::make_shared<State>();
-  std::thread thread_;
+  std::unique_ptr<SamplerThread<BacklogSample>> thread_;  // sampler_thread.hpp
 };
 
 }  // namespace outbox::app

@@ -6,18 +6,18 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "outbox/pg/admin.hpp"
 
 namespace outbox::app {
+
+template <class Sample>
+class SamplerThread;
 
 // What --failover found on the primary.
 struct FailoverCheck {
@@ -88,22 +88,10 @@ class FailoverSampler {
   FailoverSample sample() const;
 
  private:
-  // Shared with the thread, which may outlive the sampler by one check.
-  struct State {
-    std::mutex mutex;
-    std::condition_variable wake;
-    bool stop = false;
-    bool done = false;
-    FailoverSample sample;
-  };
-  static void loop(std::shared_ptr<State> state, std::vector<std::string> conninfos,
-                   std::string slot, std::chrono::milliseconds every);
-
   std::vector<std::string> conninfos_;
   std::string slot_;
   std::chrono::milliseconds every_;
-  std::shared_ptr<State> state_ = std::make_shared<State>();
-  std::thread thread_;
+  std::unique_ptr<SamplerThread<FailoverSample>> thread_;  // sampler_thread.hpp
 };
 
 // One line after exit code 4: why PostgreSQL invalidated the slot (invalidation_reason, the

@@ -1,6 +1,8 @@
 // Command line of `outbox-relay`: the default `run` command (the relay, with its flags) and the
-// operating commands beside it (setup, status, drop, prune). Parsing is pure: no I/O besides what
-// the caller prints.
+// operating commands beside it (setup, status, drop, prune). Parsing does no I/O but one: reading
+// --kafka-config's file (src/app/properties_file.hpp). Each command's flags are a table
+// (src/app/command_tables.hpp) applied by the flag engine (src/app/flags.hpp), then checked
+// across flags (src/app/flag_checks.hpp); the help texts print the same tables (src/app/usage.cpp).
 #pragma once
 
 #include <chrono>

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "outbox/app/reconcile_options.hpp"
+#include "outbox/pg/window_scan.hpp"
 #include "outbox/pgoutput/messages.hpp"
 
 namespace outbox::app {
@@ -64,14 +65,10 @@ class EventIdSet {
 std::vector<std::string> missing_ids(const std::vector<std::string>& window,
                                      const std::vector<std::string>& seen);
 
-// One outbox table as the catalog describes it: what pgoutput's Relation message would say.
-struct ReconcileTable {
-  std::string schema;
-  std::string table;
-  std::uint32_t relid = 0;
-  std::vector<std::string> columns;  // attnum order, dropped columns left out
-  std::vector<std::uint32_t> type_oids;
-};
+// One outbox table as the catalog describes it (pg::describe_table), and the scans of the window
+// (pg::window_queries; the column numbers of `ordered`: pg::kOrdered*).
+using ReconcileTable = pg::CatalogTable;
+using ReconcileQueries = pg::WindowQueries;
 
 // The relation as pgoutput announces it; views into `table`, which must outlive it.
 pgoutput::Relation relation_of(const ReconcileTable& table);
@@ -81,22 +78,9 @@ pgoutput::Relation relation_of(const ReconcileTable& table);
 pgoutput::Insert insert_of(const ReconcileTable& table,
                            std::span<const std::optional<std::string>> values);
 
-// The SQL of the table scans (pure, for tests). Columns come back in text form, each type's
-// output function as pgoutput uses it (not a cast to text, which differs for boolean and inet),
-// with bytea in hex (the session sets bytea_output). Throws std::runtime_error naming a table
-// and a required column it lacks (id, payload, the time column, the topic template's).
-struct ReconcileQueries {
-  // One per table, unordered: the time column as text, then every column of the table.
-  // $1, $2: the window's bounds.
-  std::vector<std::string> scans;
-  // Every table's rows in commit order (see the .cpp): table index, commit time, time, age,
-  // ctid (the sort keys), the record time in microseconds (the commit time with
-  // track_commit_timestamp, else the time column), the time column as text, then the table's
-  // columns (format('%s'), the output function; padded with NULLs to the widest table).
-  std::string ordered;
-};
-inline constexpr std::size_t kOrderedTable = 0, kOrderedStampUs = 5, kOrderedTime = 6,
-                             kOrderedColumns = 7;
+// The scans of the window (pg::window_queries) over the time column, after checking that every
+// table has the columns the mapping needs. Throws std::runtime_error naming a table and a
+// required column it lacks (id, payload, the time column, the topic template's). Pure.
 ReconcileQueries reconcile_queries(const ReconcileOptions& options,
                                    const std::vector<ReconcileTable>& tables,
                                    bool commit_timestamps);

@@ -1,0 +1,458 @@
+// The flag tables of the commands (command_tables.hpp): one row per flag, the rows shared by
+// several commands written once.
+#include "command_tables.hpp"
+
+#include <algorithm>
+#include <iterator>
+
+#include "flag_kinds.hpp"
+#include "properties_file.hpp"
+
+namespace outbox::app::flags {
+
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// --- rows several commands share
+
+Flag pg_flag(std::string& target, std::string help = "libpq conninfo string or URI [required]") {
+  return flags::text("--pg", "CONNINFO", target, std::move(help))
+      .require("a libpq conninfo or URI");
+}
+
+Flag slot_flag(std::string& target,
+               std::string help = "logical replication slot (default outbox_relay)") {
+  return flags::name("--slot", target, std::move(help));
+}
+
+Flag publication_flag(std::string& target,
+                      std::string help = "publication (default outbox_relay)") {
+  return flags::name("--publication", target, std::move(help));
+}
+
+Flag help_flag(bool& target) { return flags::stop("--help", target, "this text").also("-h"); }
+
+}  // namespace
+
+Table mapping_flags(mapping::MapperConfig& m, std::string table_help) {
+  return {
+      flags::tables("--table", m.schema, m.table, m.more_tables, std::move(table_help)),
+      flags::topic_template("--topic", m.topic_template,
+                            "topic template over columns (default "
+                            "'outbox.event.${aggregatetype}')"),
+      flags::text("--column-id", "NAME", m.column_id,
+                  "event id column, sent as header \"id\" (default id)"),
+      flags::text("--column-aggregatetype", "NAME", m.column_aggregatetype,
+                  "aggregate type column (default aggregatetype)"),
+      flags::text("--column-aggregateid", "NAME", m.column_aggregateid,
+                  "aggregate id column, the record key (default aggregateid)"),
+      flags::text("--column-type", "NAME", m.column_type,
+                  "event type column, sent as header \"type\" (default type)"),
+      flags::text("--column-payload", "NAME", m.column_payload,
+                  "payload column, the record value (default payload)"),
+      flags::on("--require-json", m.require_json,
+                "reject payloads that are not valid JSON (default off)"),
+      flags::placement("--additional-placement", m.additional_placements,
+                       "send one more column as a header (its text; ALIAS names the header,\n"
+                       "default the column), or choose the partition by an integer column;\n"
+                       "repeatable (Debezium's table.fields.additional.placement)")
+          .argv_only(),
+      flags::text("--column-timestamp", "NAME", m.column_timestamp,
+                  "timestamp or timestamptz column that gives the record timestamp; NULL\n"
+                  "falls back to the commit time (default: the commit time)"),
+      flags::on("--tombstone-on-empty-payload", m.tombstone_on_empty_payload,
+                "a NULL (or empty) payload gives a tombstone: the key and a null value\n"
+                "(default: a NULL payload is a mapping error)"),
+      flags::choice("--format", "debezium|cloudevents", m.format, "format",
+                    {{"debezium", mapping::Format::kDebezium},
+                     {"cloudevents", mapping::Format::kCloudEvents}},
+                    "record layout: debezium (default; Debezium's outbox event router), or\n"
+                    "cloudevents (CloudEvents 1.0, Kafka binary mode: ce_* headers and\n"
+                    "content-type beside id and type, the payload as the value)"),
+      flags::topic_template(
+          "--ce-source", m.ce_source,
+          "ce_source of --format cloudevents, a template over columns as --topic\n"
+          "(default '/outbox/${aggregatetype}', the --column-aggregatetype)"),
+      {"--content-type", "MEDIA-TYPE",
+       "content-type header of --format cloudevents (default application/json,\n"
+       "or application/octet-stream for a bytea payload column)",
+       [&m](const std::string& flag, const std::string& v) {
+         // TYPE/SUBTYPE without blanks, then parameters; printable ASCII only (a header value).
+         const auto slash = v.find('/');
+         const auto end = std::min(v.find(';'), v.size());
+         bool ok = slash != std::string::npos && slash > 0 && slash + 1 < end;
+         for (std::size_t i = 0; i < v.size(); ++i) {
+           const auto c = static_cast<unsigned char>(v[i]);
+           ok = ok && c >= (i < end ? 0x21 : 0x20) && c <= 0x7e;
+         }
+         if (!ok) {
+           throw flags::invalid(flag, "media type", v,
+                                "expected TYPE/SUBTYPE[;PARAMETER], e.g. application/x-protobuf");
+         }
+         m.content_type = v;
+       }},
+      flags::text("--column-traceparent", "NAME", m.column_traceparent,
+                  "column sent as W3C header traceparent (NULL: none; an invalid value is\n"
+                  "not sent and counted in outbox_relay_invalid_traceparent_total)"),
+      flags::text("--column-tracestate", "NAME", m.column_tracestate,
+                  "column sent as header tracestate with a valid traceparent (NULL or\n"
+                  "empty: none); needs --column-traceparent"),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The commands' tables.
+namespace {
+
+// A non-empty name (flags::name) shown with another metavar.
+Flag named(Flag row, std::string metavar) {
+  row.metavar = std::move(metavar);
+  return row;
+}
+
+// The row, noting in `given` that it was given.
+Flag noting(Flag row, bool& given) {
+  row.apply = [&given, apply = std::move(row.apply)](const std::string& f, const std::string& v) {
+    given = true;
+    apply(f, v);
+  };
+  return row;
+}
+
+}  // namespace
+
+Table run_flags(Options& o) {
+  auto& r = o.relay;
+  auto& m = r.mapper;
+  Table table = {
+      pg_flag(r.conninfo,
+              "libpq conninfo string or URI (replication=database is added) [required]"),
+      // Required unless --nats (parse_options).
+      flags::text("--brokers", "HOST:PORT[,...]", r.producer.brokers,
+                  "Kafka bootstrap servers [required]"),
+      slot_flag(r.slot),
+      publication_flag(r.publication),
+      flags::off("--no-create", r.create,
+                 "do not create a missing publication or slot: fail instead"),
+      flags::on("--failover", o.failover,
+                "a failover slot (PostgreSQL 17+), kept by standbys with\n"
+                "sync_replication_slots; warns when synchronized_standby_slots does not\n"
+                "protect it (docs/failover.md)"),
+      flags::text("--standby", "CONNINFO", o.standby,
+                  "a standby whose synced copy of the slot is checked every 10s:\n"
+                  "outbox_relay_failover_ready in /metrics (docs/failover.md); with\n"
+                  "--failover, default: the standby among the hosts of a multi-host --pg"),
+      flags::properties_file(
+          "--kafka-config", o.kafka_config, o.warnings,
+          "librdkafka properties from a file (PROPERTY=VALUE lines, # comments,\n"
+          "as kcat -F), e.g. security.protocol, sasl.username, sasl.password;\n"
+          "-X overrides it; a regular file (warned when group or others may read it)"),
+      flags::on("--unsafe-kafka-config", o.unsafe_kafka_config,
+                "accept librdkafka properties that run a command or load code\n"
+                "(plugin.library.paths, sasl.kerberos.kinit.cmd, ssl.engine.location,\n"
+                "ssl.providers): refused without it")
+          .argv_only(),
+  };
+  // The mapping rows, shared with reconcile; run notes whether --table was given (--messages
+  // alone relays no table).
+  for (Flag& f :
+       flags::mapping_flags(m,
+                            "outbox table (default public.outbox; none with --messages alone);\n"
+                            "repeatable: the tables' events are relayed in one commit order\n"
+                            "through one slot, mapped alike")) {
+    table.push_back(f.name == "--table" ? noting(std::move(f), o.table_given) : std::move(f));
+  }
+  table.push_back(named(flags::name("--messages", m.message_prefix,
+                                    "also relay transactional logical decoding messages with this "
+                                    "prefix\n(pg_logical_emit_message(true, PREFIX, envelope), "
+                                    "PostgreSQL 14+);\nwithout --table, only them (default: none);"
+                                    "\nrefused while PUBLIC may emit (setup --messages)"),
+                        "PREFIX"));
+  table.push_back(
+      flags::choice("--message-format", "auto|json|protobuf", m.message_format, "format",
+                    {{"auto", mapping::MessageFormat::kAuto},
+                     {"json", mapping::MessageFormat::kJson},
+                     {"protobuf", mapping::MessageFormat::kProtobuf}},
+                    "envelope of --messages: protobuf outbox.v1.Event, a JSON object, or auto\n"
+                    "(JSON when the content starts with '{', else protobuf; the default)"));
+  Table rest = {
+      flags::property("-X", r.producer.properties,
+                      "librdkafka producer property, repeatable (e.g. -X linger.ms=10)"),
+      flags::duration("--status-interval", r.status_interval,
+                      "standby status update period while idle (default 10s);\n"
+                      "acknowledged events are confirmed within about a second\n"
+                      "whatever it is",
+                      {milliseconds(1), Below::kInvalid}),
+      flags::duration("--read-pause", r.read_pause,
+                      "while the stream is busy, pause up to this long before reading\n"
+                      "the socket again, so WAL arrives in large segments (default\n"
+                      "500us; 0 reads at once)"),
+      flags::duration("--shutdown-timeout", r.shutdown_timeout,
+                      "how long a stop may take: up to half of it reading on to the\n"
+                      "end of the transaction at hand, the rest for deliveries\n"
+                      "(default 30s)"),
+      flags::duration("--publication-check-interval", r.publication_check_interval,
+                      "longest time between two checks, while streaming, that the\n"
+                      "publication publishes every insert into --table (default 30s;\n"
+                      "the slot is never confirmed past the last check that passed)",
+                      {seconds(1), Below::kIsBelow}),
+      flags::count("--max-inflight-events", r.max_inflight_events,
+                   "stop reading WAL beyond this many unacknowledged events (default 20000)"),
+      flags::size("--max-inflight-bytes", r.max_inflight_bytes,
+                  "... or beyond this many unacknowledged bytes (default 16MiB)"),
+      flags::choice("--on-error", "fail|dlq", r.on_error, "policy",
+                    {{"fail", relay::OnError::kFail}, {"dlq", relay::OnError::kDlq}},
+                    "an event that cannot be mapped or delivered for good: stop with exit code 3\n"
+                    "(fail, the default), or publish it to --dlq-topic with the error (dlq)"),
+      flags::name("--dlq-topic", r.dlq_topic,
+                  "dead-letter topic for --on-error dlq (default outbox.dlq)"),
+      flags::choice("--delivery", "at-least-once|exactly-once", r.delivery, "delivery",
+                    {{"at-least-once", relay::DeliveryMode::kAtLeastOnce},
+                     {"exactly-once", relay::DeliveryMode::kExactlyOnce}},
+                    "at-least-once (default), or exactly-once: Kafka transactions carrying\n"
+                    "whole PostgreSQL transactions and a checkpoint (read them with\n"
+                    "isolation.level=read_committed)"),
+      flags::text("--transactional-id", "ID", r.producer.transactional_id,
+                  "transactional.id for --delivery exactly-once (default outbox-relay.SLOT);\n"
+                  "the relay also uses ID#2 (two producers take turns)"),
+      flags::name("--checkpoint-topic", r.checkpoint_topic,
+                  "compacted topic of --delivery exactly-once's checkpoints (default\n"
+                  "outbox-relay.checkpoints)"),
+      flags::duration("--transaction-interval", r.transaction_interval,
+                      "longest time a Kafka transaction stays open while events flow, for\n"
+                      "--delivery exactly-once (default 100ms)",
+                      {milliseconds(1), Below::kInvalid}),
+      {"--metrics-addr", "HOST:PORT|off",
+       "HTTP listener for /metrics, /healthz, /readyz (default 127.0.0.1:9187;\n"
+       "when the default address is taken the relay runs without it)",
+       [&o](const std::string& flag, const std::string& v) {
+         o.metrics_addr_explicit = true;
+         if (v == "off") {
+           o.metrics_addr.reset();
+         } else {
+           o.metrics_addr = parse_listen_address(flag, v);
+         }
+       }},
+      flags::choice<std::string>("--log-level", "LEVEL", o.log_level, "level",
+                                 {{"trace", "trace"},
+                                  {"debug", "debug"},
+                                  {"info", "info"},
+                                  {"warn", "warn"},
+                                  {"error", "error"},
+                                  {"off", "off"}},
+                                 "trace, debug, info, warn, error or off (default info)"),
+      flags::choice("--log-format", "text|json", o.log_format, "format",
+                    {{"text", LogFormat::kText}, {"json", LogFormat::kJson}},
+                    "log line format on stderr (default text)"),
+      flags::duration("--summary-interval", o.summary_interval,
+                      "period of the summary log line while streaming, 0 for none (default 1m)"),
+      flags::duration("--backlog-interval", o.backlog_interval,
+                      "period of the backlog count for /metrics (pending events and the age of\n"
+                      "the oldest, from a temporary copy of the slot, as `status` counts\n"
+                      "them), 0 for none (default 1m)"),
+      flags::count("--backlog-scan-limit", o.backlog_scan_limit,
+                   "pgoutput messages one backlog count reads at most; beyond it the count is\n"
+                   "a lower bound, the oldest event's age stays exact (default 10000)"),
+      flags::text("--nats", "URL[,URL...]", r.nats.urls,
+                  "NATS JetStream servers (nats:// or tls://) instead of --brokers; refused\n"
+                  "by this version, which publishes to Kafka only (docs/jetstream.md)"),
+      flags::text("--nats-creds", "FILE", r.nats.credentials_file,
+                  "NATS credentials file (user JWT and NKey seed) for --nats"),
+      flags::text("--nats-nkey", "FILE", r.nats.nkey_seed_file,
+                  "file holding the NATS user NKey seed (SU...) for --nats"),
+      flags::text("--nats-tls-ca", "FILE", r.nats.tls_ca_file,
+                  "CA certificates (PEM) to verify the NATS servers with; implies TLS"),
+      flags::text("--nats-tls-cert", "FILE", r.nats.tls_cert_file,
+                  "client certificate (PEM) for NATS mutual TLS, with --nats-tls-key"),
+      flags::text("--nats-tls-key", "FILE", r.nats.tls_key_file,
+                  "private key (PEM) of --nats-tls-cert"),
+      help_flag(o.help),
+      flags::stop("--version", o.version, "print the version"),
+  };
+  table.insert(table.end(), std::make_move_iterator(rest.begin()),
+               std::make_move_iterator(rest.end()));
+  return table;
+}
+
+Table setup_flags(SetupOptions& o) {
+  return {
+      pg_flag(o.conninfo),
+      slot_flag(o.slot),
+      publication_flag(o.publication),
+      noting(flags::table("--table", o.schema, o.table,
+                          "outbox table (default public.outbox; none with --messages alone)"),
+             o.table_given),
+      flags::on("--create-table", o.create_table, "create the outbox table if it does not exist"),
+      flags::on("--failover", o.failover,
+                "create the slot as a failover slot (PostgreSQL 17+); refused unless the\n"
+                "primary's synchronized_standby_slots protects it (docs/failover.md)"),
+      named(flags::name("--messages", o.message_prefix,
+                        "install outbox.emit(), which emits messages with this prefix for\n"
+                        "`outbox-relay --messages PREFIX`; without --table no table is needed\n"
+                        "and the publication is created empty; revokes EXECUTE on\n"
+                        "pg_logical_emit_message from PUBLIC (needs a superuser)"),
+            "PREFIX"),
+      Flag("--message-writer", "ROLE",
+           "with --messages: a role that may emit messages (EXECUTE on\n"
+           "pg_logical_emit_message and outbox.emit); repeatable",
+           [&o](const std::string& flag, const std::string& value) {
+             if (value.empty()) throw flags::rejected(flag, "must not be empty");
+             o.message_writers.push_back(value);
+           })
+          .argv_only(),
+      help_flag(o.help),
+  };
+}
+
+Table status_flags(StatusOptions& o) {
+  return {
+      pg_flag(o.conninfo),
+      slot_flag(o.slot),
+      publication_flag(o.publication, "publication the relay reads (default outbox_relay)"),
+      flags::table("--table", o.schema, o.table,
+                   "outbox table; inserts into its partitions count too (default public.outbox)"),
+      flags::on("--json", o.json, "one JSON object instead of the table"),
+      flags::text("--standby", "CONNINFO", o.standby,
+                  "a standby: unhealthy unless it holds a synced, persistent copy of the\n"
+                  "failover slot (docs/failover.md); default for a failover slot: the\n"
+                  "standby among the hosts of a multi-host --pg"),
+      flags::size("--max-retained", o.max_retained_bytes,
+                  "unhealthy when the slot retains more WAL than this (default 1GiB)"),
+      flags::count("--max-pending", o.max_pending,
+                   "unhealthy when more than N events are pending (default: no limit)"),
+      flags::duration("--max-age", o.max_age,
+                      "unhealthy when the oldest pending event committed longer ago than\n"
+                      "this, e.g. 5m (default: no limit)"),
+      flags::count("--scan-limit", o.scan_limit,
+                   "read at most about N changes (pgoutput messages) when counting;\n"
+                   "past it the counts are lower bounds, shown as \">= N\" (default 100000)"),
+      help_flag(o.help),
+  };
+}
+
+Table drop_flags(DropOptions& o) {
+  return {
+      pg_flag(o.conninfo),
+      slot_flag(o.slot),
+      publication_flag(o.publication),
+      flags::on("--yes", o.yes, "really drop (refuses without it)").argv_only(),
+      help_flag(o.help),
+  };
+}
+
+Table prune_flags(PruneOptions& o) {
+  return {
+      pg_flag(o.conninfo),
+      slot_flag(o.slot, "logical replication slot the relay uses (default outbox_relay)"),
+      flags::table("--table", o.schema, o.table, "outbox table (default public.outbox)"),
+      flags::duration("--older-than", o.older_than, "retention, e.g. 7d, 12h, 30m [required]")
+          .require("the retention, e.g. 7d; rows younger are kept"),
+      flags::name("--column-time", o.column_time,
+                  "timestamp column of the outbox the retention is measured on\n"
+                  "(default created_at; prune refuses when the table has no such column)"),
+      flags::count("--batch", o.batch, "rows per DELETE transaction (default 1000)"),
+      flags::duration("--pause", o.pause, "pause between two batches (default 100ms)"),
+      flags::on("--dry-run", o.dry_run, "only count what would be deleted or dropped"),
+      help_flag(o.help),
+  };
+}
+namespace {
+
+const CommandWord kCommands[] = {
+    {"run", Command::kRun, "relay events (the default)"},
+    {"setup", Command::kSetup,
+     "create the publication and the slot (and the table with --create-table)"},
+    {"status", Command::kStatus,
+     "show the slot's state and the pending events; exit 1 when it is missing,\n"
+     "lost, retains too much WAL, or the backlog exceeds --max-pending/--max-age"},
+    {"drop", Command::kDrop, "drop the slot and the publication (needs --yes)"},
+    {"reconcile", Command::kReconcile,
+     "list (and with --repair publish) outbox rows of a time window missing from Kafka"},
+    {"prune", Command::kPrune,
+     "delete outbox rows past a retention that the slot certainly confirmed"},
+};
+
+}  // namespace
+
+std::span<const CommandWord> command_words() { return kCommands; }
+
+Table reconcile_table(ReconcileOptions& o) {
+  Table table = {
+      pg_flag(o.conninfo),
+      flags::text("--brokers", "HOST:PORT[,...]", o.brokers, "Kafka bootstrap servers [required]")
+          .require("HOST:PORT[,...]"),
+      flags::text("--column-time", "NAME", o.column_time,
+                  "the rows' time column (timestamptz; timestamp is read in the\n"
+                  "server's time zone) [required]")
+          .require("the rows' time column, e.g. created_at"),
+      flags::time_bound("--since", o.since,
+                        "window start, inclusive: 2h (two hours ago), 7d, or\n"
+                        "2026-11-30T10:00:00Z (no offset: UTC) [required]")
+          .require("an age such as 2h, or a timestamp"),
+      flags::time_bound("--until", o.until,
+                        "window end, exclusive (default: now). With a relay running, end\n"
+                        "the window a little in the past (e.g. --until 1m) so that events\n"
+                        "still on their way are not reported"),
+      flags::on("--repair", o.repair,
+                "publish the missing events, then exit 0 if all were acknowledged")
+          .argv_only(),
+      flags::duration("--margin", o.margin,
+                      "read Kafka from records stamped since - margin (default 1h); records\n"
+                      "are stamped with their commit time, at or after the time column\n"
+                      "when it is set by the database clock in the inserting transaction;\n"
+                      "with --column-timestamp the topics are read from their beginning"),
+      flags::duration("--timeout", o.timeout,
+                      "longest wait for Kafka without progress (default 60s)",
+                      {std::chrono::milliseconds(1), flags::Below::kPositive})
+          .defer(),
+      flags::properties_file(
+          "--kafka-config", o.kafka_config, o.warnings,
+          "librdkafka properties from a file (PROPERTY=VALUE lines, # comments,\n"
+          "as kcat -F); -X overrides it"),
+      flags::on("--unsafe-kafka-config", o.unsafe_kafka_config,
+                "accept librdkafka properties that run a command or load code")
+          .argv_only(),
+      flags::property("-X", o.properties,
+                      "librdkafka property for the consumer and the producer, repeatable"),
+      help_flag(o.help),
+  };
+  // The relay's mapping rows (run's), so that a repaired record is built as the relay builds it.
+  Table mapping =
+      flags::mapping_flags(o.mapper,
+                           "outbox table (default public.outbox); repeatable, as the relay's:\n"
+                           "every table's window is checked, mapped alike");
+  const auto after_repair =
+      std::find_if(table.begin(), table.end(), [](const Flag& f) { return f.name == "--repair"; });
+  table.insert(after_repair + 1, std::make_move_iterator(mapping.begin()),
+               std::make_move_iterator(mapping.end()));
+  return table;
+}
+
+// The tables for the reference pages (reference.cpp).
+void visit_table(Command command, const std::function<void(const Table&)>& visit) {
+  CommandLine storage;
+  switch (command) {
+    case Command::kRun:
+      visit(run_flags(storage.run));
+      return;
+    case Command::kSetup:
+      visit(setup_flags(storage.setup));
+      return;
+    case Command::kStatus:
+      visit(status_flags(storage.status));
+      return;
+    case Command::kDrop:
+      visit(drop_flags(storage.drop));
+      return;
+    case Command::kReconcile:
+      visit(reconcile_table(storage.reconcile));
+      return;
+    case Command::kPrune:
+      visit(prune_flags(storage.prune));
+      return;
+  }
+}
+
+}  // namespace outbox::app::flags

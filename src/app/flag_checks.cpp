@@ -1,0 +1,160 @@
+// The cross-flag checks (flag_checks.hpp): the combinations of flags that make no sense, checked
+// once a command's table has been applied.
+#include "flag_checks.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <stdexcept>
+#include <string_view>
+
+#include "flags.hpp"
+#include "outbox/mapping/mapper.hpp"
+
+namespace outbox::app::flags {
+
+void check_kafka_properties(const std::vector<std::pair<std::string, std::string>>& properties,
+                            bool allowed, const std::string& source) {
+  if (allowed) return;
+  struct Unsafe {
+    std::string_view name;
+    std::string_view does;
+  };
+  static constexpr Unsafe kUnsafe[] = {
+      {"plugin.library.paths", "loads shared libraries into the relay"},
+      {"sasl.kerberos.kinit.cmd", "is a shell command librdkafka runs"},
+      {"ssl.engine.location", "loads an OpenSSL engine library into the relay"},
+      {"ssl.providers", "loads OpenSSL provider modules into the relay"},
+  };
+  for (const auto& [key, value] : properties) {
+    for (const Unsafe& u : kUnsafe) {
+      if (key == u.name) {
+        throw rejected(source, "property " + key + " " + std::string(u.does) +
+                                   ": refused unless --unsafe-kafka-config is given");
+      }
+    }
+    // The default sasl.kerberos.kinit.cmd passes both to /bin/sh.
+    if (key == "sasl.kerberos.principal" || key == "sasl.kerberos.keytab") {
+      const bool plain = std::all_of(value.begin(), value.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) ||
+               std::string_view("._-/@:+=,").find(c) != std::string_view::npos;
+      });
+      if (!plain) {
+        throw rejected(source, "property " + key +
+                                   " holds shell metacharacters, and librdkafka's kinit command "
+                                   "passes it to /bin/sh: refused unless --unsafe-kafka-config "
+                                   "is given (the value is not shown)");
+      }
+    }
+  }
+}
+
+void check_mapping(const mapping::MapperConfig& m) {
+  if (m.format != mapping::Format::kCloudEvents) {
+    if (!m.ce_source.empty()) throw rejected("--ce-source", "needs --format cloudevents");
+    if (!m.content_type.empty()) throw rejected("--content-type", "needs --format cloudevents");
+  }
+  if (!m.column_tracestate.empty() && m.column_traceparent.empty()) {
+    throw rejected("--column-tracestate",
+                   "needs --column-traceparent (a tracestate is read only with its "
+                   "traceparent)");
+  }
+}
+
+namespace {
+
+// The relay's loop publishes to Kafka only until the JetStream publisher (src/nats) is wired into
+// it; until then --nats is refused after its conflicts were checked.
+constexpr bool kNatsSinkAvailable = false;
+
+// One sink: Kafka (--brokers) or NATS JetStream (--nats), and no flag of the other.
+void check_sink(const Options& o) {
+  const auto& r = o.relay;
+  const auto& n = r.nats;
+  if (n.urls.empty()) {
+    if (r.producer.brokers.empty())
+      throw flags::rejected("--brokers", "required (HOST:PORT[,...])");
+    const std::pair<const std::string*, const char*> nats_only[] = {
+        {&n.credentials_file, "--nats-creds"},
+        {&n.nkey_seed_file, "--nats-nkey"},
+        {&n.tls_ca_file, "--nats-tls-ca"},
+        {&n.tls_cert_file, "--nats-tls-cert"},
+        {&n.tls_key_file, "--nats-tls-key"}};
+    for (const auto& [value, flag] : nats_only) {
+      if (!value->empty()) throw flags::rejected(flag, "needs --nats");
+    }
+    return;
+  }
+  const char* kafka_flag = nullptr;
+  if (!r.producer.brokers.empty()) {
+    kafka_flag = "--brokers";
+  } else if (r.delivery == relay::DeliveryMode::kExactlyOnce) {
+    kafka_flag = "--delivery exactly-once";
+  } else if (!r.producer.transactional_id.empty()) {
+    kafka_flag = "--transactional-id";
+  } else if (!o.kafka_config.empty()) {
+    kafka_flag = "--kafka-config";
+  } else if (!r.producer.properties.empty()) {
+    kafka_flag = "-X";
+  }
+  if (kafka_flag != nullptr) {
+    throw flags::rejected("--nats", std::string("cannot be used with ") + kafka_flag +
+                                        " (a Kafka setting; JetStream drops re-sent events "
+                                        "by Nats-Msg-Id instead)");
+  }
+  if (!n.credentials_file.empty() && !n.nkey_seed_file.empty()) {
+    throw flags::rejected("--nats-creds", "cannot be used with --nats-nkey (one identity)");
+  }
+  if (n.tls_cert_file.empty() != n.tls_key_file.empty()) {
+    throw flags::rejected(n.tls_cert_file.empty() ? "--nats-tls-key" : "--nats-tls-cert",
+                          "needs --nats-tls-cert and --nats-tls-key together");
+  }
+  if (!kNatsSinkAvailable) {
+    throw flags::rejected("--nats",
+                          "publishing to NATS JetStream is not available in this version of "
+                          "outbox-relay; use --brokers");
+  }
+}
+
+}  // namespace
+
+void check_run(const Options& o) {
+  const auto& m = o.relay.mapper;
+  check_sink(o);
+  // A transactional producer that never initialises its transactions refuses every record.
+  if (!o.relay.producer.transactional_id.empty() &&
+      o.relay.delivery != relay::DeliveryMode::kExactlyOnce) {
+    throw flags::rejected("--transactional-id", "needs --delivery exactly-once");
+  }
+  flags::check_mapping(m);
+  // The envelope has no CloudEvents attributes to map yet: one format for every event.
+  if (!m.message_prefix.empty() && m.format == mapping::Format::kCloudEvents) {
+    throw flags::rejected("--messages", "is not supported with --format cloudevents yet");
+  }
+}
+
+void check_messages_mapping(const mapping::MapperConfig& m) {
+  try {
+    mapping::Mapper check(m);
+    (void)check;
+  } catch (const std::invalid_argument& e) {
+    throw flags::rejected("--topic", e.what());
+  }
+}
+
+void check_setup(const SetupOptions& o) {
+  if (!o.message_writers.empty() && o.message_prefix.empty()) {
+    throw flags::rejected("--message-writer", "needs --messages PREFIX");
+  }
+}
+
+void check_reconcile(const ReconcileOptions& o) {
+  flags::check_mapping(o.mapper);
+  flags::check_kafka_properties(o.properties, o.unsafe_kafka_config, "-X, --kafka-config");
+  // Both ages or both timestamps: the order is known now (mixed ones are checked when run).
+  if (o.until && o.since.ago.has_value() == o.until->ago.has_value() &&
+      o.since.resolve(0) >= o.until->resolve(0)) {
+    throw flags::rejected("--until", o.until->text + " is not after --since " + o.since.text);
+  }
+}
+
+}  // namespace outbox::app::flags
