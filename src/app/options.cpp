@@ -836,8 +836,9 @@ Table run_flags(Options& o) {
                    "pgoutput messages one backlog count reads at most; beyond it the count is\n"
                    "a lower bound, the oldest event's age stays exact (default 10000)"),
       flags::text("--nats", "URL[,URL...]", r.nats.urls,
-                  "NATS JetStream servers (nats:// or tls://) instead of --brokers; refused\n"
-                  "by this version, which publishes to Kafka only (docs/jetstream.md)"),
+                  "NATS JetStream servers (nats:// or tls://) to publish to instead of\n"
+                  "--brokers: subject = the topic template, Nats-Msg-Id = the event id\n"
+                  "(docs/jetstream.md)"),
       flags::text("--nats-creds", "FILE", r.nats.credentials_file,
                   "NATS credentials file (user JWT and NKey seed) for --nats"),
       flags::text("--nats-nkey", "FILE", r.nats.nkey_seed_file,
@@ -1099,9 +1100,8 @@ exit codes: 0 done (also when nothing was prunable), 1 refused or error, 2 bad f
 
 namespace {
 
-// The relay's loop publishes to Kafka only until the JetStream publisher (src/nats) is wired into
-// it; until then --nats is refused after its conflicts were checked.
-constexpr bool kNatsSinkAvailable = false;
+// The relay publishes to NATS JetStream with --nats (src/nats behind the relay's RecordSink).
+constexpr bool kNatsSinkAvailable = true;
 
 // One sink: Kafka (--brokers) or NATS JetStream (--nats), and no flag of the other.
 void check_sink(const Options& o) {

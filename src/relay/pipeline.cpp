@@ -709,6 +709,15 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
     // librdkafka retries transient failures by itself, without a deadline; what arrives here
     // is final for this record. Unless dead-lettered, it is never acknowledged, so nothing at
     // or after it is confirmed.
+    // A sink that stopped (a lost connection) fails what it had in flight as transient: not
+    // known to be stored, said nothing about the record. It goes again as it went, like a
+    // record purged from the queue, never as a suspect (a suspect sent alone stays one).
+    const bool transient = d.kind == kafka::ErrorKind::kTransient && sink_.stopped();
+    if (transient) {
+      if (!rewinding_) begin_rewind(d.error);
+      if (isolated && !dlq_record) suspects_.emplace(d.id_header);
+      if (rewinding_) return;
+    }
     if (!isolated && !rewinding_ && sink_.stopped()) begin_rewind(d.error);
     if (rewinding_ && !isolated) {
       // Never acknowledged: the rewind forgets it and the stream sends it again. A record the
