@@ -37,6 +37,12 @@ class NatsPublishers : public RecordSink {
   const RelayConfig& config_;
   Handlers handlers_;
   std::unique_ptr<nats::Publisher> publisher_;
+  // A publish was taken by some publisher of this process, and by the current one. nats.c
+  // reports a server that does not answer a new connection (frozen, overloaded) the way it
+  // reports refused credentials; once a publisher of the same settings got through, that is an
+  // outage: the publisher's stop rewinds and retries instead of ending the relay.
+  bool connected_once_ = false;
+  bool current_connected_ = false;
 };
 
 }  // namespace outbox::relay

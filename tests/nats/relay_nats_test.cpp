@@ -205,6 +205,39 @@ TEST_F(NatsRelay, ServerStoppedThenRestarted) {
   expect_graceful_stop(relay);
 }
 
+// The server frozen (SIGSTOP: connections open, nothing answers) under load for longer than the
+// acknowledgement timeout, then thawed: while frozen the slot is not confirmed past what was
+// committed before the freeze; after it, everything is stored once.
+TEST_F(NatsRelay, ServerFrozenThenThawed) {
+  create_outbox_table();
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  RelayProcess& relay = start_relay({"--status-interval", "200ms"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  Workload& load = start_workload(plan_mixed(scaled(8000, 1000), 200, 0.05, 11), 12s);
+  ASSERT_TRUE(load.wait_committed(scaled(2000, 200), 60s));
+  const pid_t pid = nats_pid();
+  ASSERT_GT(pid, 0);
+  struct Thaw {
+    pid_t pid;
+    ~Thaw() { ::kill(pid, SIGCONT); }
+  } thaw{pid};
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  const Lsn stored_before = pg_->current_wal_lsn();
+  const auto frozen_until = Clock::now() + 15s;  // past the 10 s acknowledgement timeout
+  Lsn max_confirmed{};
+  while (Clock::now() < frozen_until) {
+    if (auto c = pg_->slot_confirmed_flush(slot_)) max_confirmed = std::max(max_confirmed, *c);
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_LE(max_confirmed, stored_before) << "confirmed past what the server could have stored";
+  EXPECT_TRUE(relay.is_running());
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+  load.join();
+  expect_every_event_stored_once(180s);
+  EXPECT_GE(count_in_file(relay.log_path(), "event=producer_rewind"), 1u);
+  expect_graceful_stop(relay);
+}
+
 // A record the stream refuses (over its max_msg_size) under --on-error fail: exit 3 naming it,
 // the slot not confirmed past it.
 TEST_F(NatsRelay, PoisonFailStopsBeforeIt) {
