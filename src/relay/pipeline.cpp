@@ -765,9 +765,10 @@ void Pipeline::begin_rewind(const std::string& error) {
   rewinding_ = true;
   ++metrics_.producer_rewinds;
   log_->warn(
-      "event=producer_rewind slot={} confirmed={} error={}: the Kafka producer stopped (a batch "
-      "refused by the broker, or its sequence lost); rewinding to the confirmed position with a "
-      "new producer, the records it failed then go one at a time, in order",
+      "event=producer_rewind slot={} confirmed={} error={}: the producer stopped (Kafka: a batch "
+      "refused by the broker, or its sequence lost; NATS: the connection lost); rewinding to the "
+      "confirmed position with a new producer, the records a broker refused then go one at a "
+      "time, in order",
       config_.slot, confirmable().to_string(), quoted(error));
 }
 
