@@ -10,7 +10,8 @@
 #   integration  ctest -L integration, one at a time: the real relay against PostgreSQL and Kafka
 #   fault        ctest -L fault, one at a time: tests that kill, stop and restart the servers
 #   failover     ctest -L failover: a PostgreSQL 18 primary and standby of their own, promoted
-#   nats         ctest -L nats: the JetStream publisher against nats-server (scripts/nats-up.sh)
+#   nats         ctest -L nats: the JetStream publisher, and the relay publishing to it (--nats),
+#                against nats-server (scripts/nats-up.sh) and PostgreSQL
 #   pg18         the integration and fault tests again on PostgreSQL 18 (OUTBOX_PG_VERSION=18
 #                scripts/pg-up.sh on OUTBOX_PG18_PORT, default PostgreSQL's port + 1), all but
 #                RelayIntegration.Tls (the wheel's server has no TLS); OUTBOX_SKIP_PG18 drops it
@@ -65,6 +66,7 @@ PHASE=""
 PHASE_T0=0
 STARTED_SERVICES=""
 STARTED_NATS=""
+STARTED_PG=""
 FIRST_RC=0
 
 phase() {
@@ -94,6 +96,9 @@ cleanup() {
   phase_done
   if [ -n "$STARTED_SERVICES" ] && [ -z "${OUTBOX_KEEP_SERVICES:-}" ]; then
     "$REPO/scripts/kafka-down.sh"
+    "$REPO/scripts/pg-down.sh"
+  fi
+  if [ -n "$STARTED_PG" ] && [ -z "${OUTBOX_KEEP_SERVICES:-}" ]; then
     "$REPO/scripts/pg-down.sh"
   fi
   if [ -n "$STARTED_NATS" ] && [ -z "${OUTBOX_KEEP_SERVICES:-}" ]; then
@@ -180,8 +185,14 @@ if wants nats; then
   # NATS JetStream (the tests labelled nats): starts in well under a second.
   STARTED_NATS=1
   "$REPO/scripts/nats-up.sh" >/dev/null || die "nats-up.sh failed"
+  # The relay's tests (nats.NatsRelay.*) need PostgreSQL, not Kafka.
+  if [ -z "$STARTED_SERVICES" ]; then
+    STARTED_PG=1
+    "$REPO/scripts/pg-up.sh" >/dev/null || die "pg-up.sh failed"
+  fi
   # shellcheck source=/dev/null
   source "$ENV_FILE"
+  export OUTBOX_RELAY_BIN="$REPO/build/outbox-relay"
 fi
 
 # The unit, repo and static deploy tests share no server: they run in parallel. Integration

@@ -256,8 +256,9 @@ Table run_flags(Options& o) {
                    "pgoutput messages one backlog count reads at most; beyond it the count is\n"
                    "a lower bound, the oldest event's age stays exact (default 10000)"),
       flags::text("--nats", "URL[,URL...]", r.nats.urls,
-                  "NATS JetStream servers (nats:// or tls://) instead of --brokers; refused\n"
-                  "by this version, which publishes to Kafka only (docs/jetstream.md)"),
+                  "NATS JetStream servers (nats:// or tls://) to publish to instead of\n"
+                  "--brokers: subject = the topic template, Nats-Msg-Id = the event id\n"
+                  "(docs/jetstream.md)"),
       flags::text("--nats-creds", "FILE", r.nats.credentials_file,
                   "NATS credentials file (user JWT and NKey seed) for --nats"),
       flags::text("--nats-nkey", "FILE", r.nats.nkey_seed_file,

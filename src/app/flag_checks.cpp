@@ -62,9 +62,8 @@ void check_mapping(const mapping::MapperConfig& m) {
 
 namespace {
 
-// The relay's loop publishes to Kafka only until the JetStream publisher (src/nats) is wired into
-// it; until then --nats is refused after its conflicts were checked.
-constexpr bool kNatsSinkAvailable = false;
+// The relay publishes to NATS JetStream with --nats (src/nats behind the relay's RecordSink).
+constexpr bool kNatsSinkAvailable = true;
 
 // One sink: Kafka (--brokers) or NATS JetStream (--nats), and no flag of the other.
 void check_sink(const Options& o) {

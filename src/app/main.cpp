@@ -25,6 +25,7 @@
 #include "outbox/app/reconcile.hpp"
 #include "outbox/common/log_text.hpp"
 #include "outbox/kafka/producer.hpp"
+#include "outbox/nats/publisher.hpp"
 #include "outbox/pg/conninfo.hpp"
 #include "outbox/relay/relay.hpp"
 #include "outbox/version.hpp"
@@ -179,6 +180,9 @@ int run_relay(const outbox::app::Options& options) {
     relay = std::make_unique<outbox::relay::Relay>(io, options.relay);
   } catch (const outbox::kafka::ConfigError& e) {
     std::fprintf(stderr, "outbox-relay: Kafka configuration (-X, --kafka-config): %s\n", e.what());
+    return outbox::relay::kExitUsage;
+  } catch (const outbox::nats::ConfigError& e) {
+    std::fprintf(stderr, "outbox-relay: NATS configuration (--nats*): %s\n", e.what());
     return outbox::relay::kExitUsage;
   } catch (const std::invalid_argument& e) {
     // A topic template the mapper refuses: a bad flag value.

@@ -68,4 +68,10 @@ std::size_t KafkaProducers::queued() const {
   return (current_ ? current_->queued() : 0) + (alone_ ? alone_->queued() : 0);
 }
 
+std::string KafkaProducers::refusal_advice() const {
+  return "check the relay's Kafka security settings (security.protocol, sasl.mechanism, "
+         "sasl.username, sasl.password, ssl.ca.location, ssl.certificate.location) and the "
+         "broker's";
+}
+
 }  // namespace outbox::relay

@@ -14,16 +14,12 @@
 
 #include "outbox/kafka/producer.hpp"
 #include "outbox/relay/relay.hpp"
+#include "record_sink.hpp"
 
 namespace outbox::relay {
 
-class KafkaProducers {
+class KafkaProducers : public RecordSink {
  public:
-  struct Handlers {
-    std::function<void(const kafka::Delivery&)> delivery;  // every report, on the io thread
-    std::function<void(const std::string&)> fatal;         // a producer's fatal error
-    std::function<void(const std::string&)> refused;       // credentials or certificate refused
-  };
   // Exactly-once: the spare producer's transactional.id is the current one's with this. No slot
   // name has a '#', so a derived id of one slot never equals the spare of another.
   static constexpr const char* kSpareSuffix = "#2";
@@ -34,21 +30,23 @@ class KafkaProducers {
 
   // Queues a record on the current producer, or alone on the send-alone producer (at-least-once;
   // exactly-once sends every record in the transaction).
-  kafka::ProduceResult produce(const kafka::Record& record, std::uint64_t opaque, bool alone);
+  kafka::ProduceResult produce(const kafka::Record& record, std::uint64_t opaque,
+                               bool alone) override;
   kafka::Producer& current() { return *current_; }
   kafka::Producer& spare() { return *spare_; }  // exactly-once
   // Exactly-once: after a commit the other producer holds the next transaction.
   void take_turns() { std::swap(current_, spare_); }
   // The current producer stopped (a refused batch, a lost sequence, fenced).
-  bool stopped() const { return current_ && current_->stopped(); }
+  bool stopped() const override { return current_ && current_->stopped(); }
   // A transactional producer was fenced by a newer one of its transactional.id.
   bool fenced() const;
   // Records queued or in flight in the current and the send-alone producers.
-  std::size_t queued() const;
+  std::size_t queued() const override;
   // New producers (a rewind): reports still due from the old ones are dropped.
-  void renew();
+  void renew() override;
   // No producers (the relay ends).
-  void reset();
+  void reset() override;
+  std::string refusal_advice() const override;
 
  private:
   std::unique_ptr<kafka::Producer> make(const std::string& suffix);

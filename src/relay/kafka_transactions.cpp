@@ -16,7 +16,7 @@ using common::quoted;
 using pgoutput::Lsn;
 
 KafkaTransactions::KafkaTransactions(const RelayConfig& config, Pipeline& pipeline,
-                                     KafkaProducers& producers, Metrics& metrics,
+                                     KafkaProducers* producers, Metrics& metrics,
                                      std::shared_ptr<spdlog::logger> log,
                                      std::string transactional_id, Host& host)
     : config_(config),
@@ -40,7 +40,7 @@ void KafkaTransactions::before_record() {
     // The record repeats the last committed checkpoint; the commit's own record, later in the
     // partition, supersedes it. A failure makes the transaction abortable; a full queue only
     // loses the head start.
-    const kafka::ProduceResult pr = producers_.current().produce(
+    const kafka::ProduceResult pr = producers_->current().produce(
         checkpoint_record(host_.checkpoint_key(), checkpoint_value(pipeline_.kafka_committed())),
         kCheckpointOpaque);
     if (pr.status == kafka::ProduceStatus::kFailed) checkpoint_error_ = pr.error;
@@ -81,7 +81,7 @@ awaitable<std::string> KafkaTransactions::try_prepare() {
     // first succeeded goes on with the second. No swap happens before both are ready.
     while (txn_.initialised() < 2) {
       const bool first = txn_.initialised() == 0;
-      kafka::Producer& p = first ? producers_.current() : producers_.spare();
+      kafka::Producer& p = first ? producers_->current() : producers_->spare();
       const std::string id = transactional_id_ + (first ? "" : KafkaProducers::kSpareSuffix);
       const kafka::TxnResult r = co_await p.init_transactions(kTxnTimeout);
       if (r.outcome == kafka::TxnOutcome::kFenced) {
@@ -100,7 +100,7 @@ awaitable<std::string> KafkaTransactions::try_prepare() {
   }
   if (txn_.phase() == TxnPhase::kCheckpoint) {
     if (!txn_.checkpoint_read()) {
-      const std::string error = co_await producers_.current().create_compacted_topic(
+      const std::string error = co_await producers_->current().create_compacted_topic(
           config_.checkpoint_topic, kTxnTimeout);
       if (!error.empty()) co_return error;
       const CheckpointRead read = co_await read_checkpoint();
@@ -186,7 +186,7 @@ awaitable<KafkaTransactions::CheckpointRead> KafkaTransactions::read_checkpoint(
 }
 
 void KafkaTransactions::begin() {
-  const kafka::TxnResult r = producers_.current().begin_transaction();
+  const kafka::TxnResult r = producers_->current().begin_transaction();
   if (!r.ok()) throw KafkaUnavailable("beginning a Kafka transaction: " + r.error);
   txn_.to(TxnPhase::kOpen);
   records_ = 0;
@@ -222,7 +222,7 @@ awaitable<void> KafkaTransactions::commit() {
   const kafka::Record rec = checkpoint_record(key, value);
   txn_.to(TxnPhase::kCommitting);
   for (;;) {
-    const kafka::ProduceResult pr = producers_.current().produce(rec, kCheckpointOpaque);
+    const kafka::ProduceResult pr = producers_->current().produce(rec, kCheckpointOpaque);
     if (pr.status == kafka::ProduceStatus::kQueued) break;
     if (pr.status == kafka::ProduceStatus::kFailed) {
       checkpoint_error_ = pr.error;
@@ -231,7 +231,7 @@ awaitable<void> KafkaTransactions::commit() {
     co_await host_.wait_for_change(Clock::now() + std::chrono::milliseconds(100));
     if (host_.leaving()) break;
   }
-  while (!checkpoint_error_ && producers_.current().queued() > 0 && !host_.leaving()) {
+  while (!checkpoint_error_ && producers_->current().queued() > 0 && !host_.leaving()) {
     co_await host_.wait_for_change(Clock::now() + std::chrono::milliseconds(100));
   }
   if (host_.failed()) co_return;
@@ -247,7 +247,7 @@ awaitable<void> KafkaTransactions::commit() {
     // aborted by the coordinator and sent again on the next start: nothing is lost).
     const auto t0 = Clock::now();
     for (int attempt = 1;; ++attempt) {
-      r = co_await producers_.current().commit_transaction(kTxnTimeout);
+      r = co_await producers_->current().commit_transaction(kTxnTimeout);
       if (r.outcome != kafka::TxnOutcome::kRetriable || host_.failed() ||
           (host_.stopping() && Clock::now() >= host_.stop_deadline())) {
         break;
@@ -264,7 +264,7 @@ awaitable<void> KafkaTransactions::commit() {
       ++metrics_.kafka_transactions_committed;
       pipeline_.kafka_committed(through);
       host_.committed();
-      producers_.take_turns();
+      producers_->take_turns();
       begin();
       co_return;
     case kafka::TxnOutcome::kFenced:
@@ -313,7 +313,7 @@ awaitable<void> KafkaTransactions::abort() {
     txn_.to(TxnPhase::kReady);
     co_return;
   }
-  const kafka::TxnResult r = co_await producers_.current().abort_transaction(kTxnTimeout);
+  const kafka::TxnResult r = co_await producers_->current().abort_transaction(kTxnTimeout);
   if (r.outcome == kafka::TxnOutcome::kFenced) {
     host_.fenced(r.error);
     co_return;

@@ -65,7 +65,8 @@ class KafkaTransactions {
     virtual void aborted() = 0;                         // an abort began a rewind
   };
 
-  KafkaTransactions(const RelayConfig& config, Pipeline& pipeline, KafkaProducers& producers,
+  // `producers`: null with a sink other than Kafka (no exactly-once: nothing here is called).
+  KafkaTransactions(const RelayConfig& config, Pipeline& pipeline, KafkaProducers* producers,
                     Metrics& metrics, std::shared_ptr<spdlog::logger> log,
                     std::string transactional_id, Host& host);
   ~KafkaTransactions();
@@ -120,7 +121,7 @@ class KafkaTransactions {
 
   const RelayConfig& config_;
   Pipeline& pipeline_;
-  KafkaProducers& producers_;
+  KafkaProducers* producers_;  // null without Kafka
   Metrics& metrics_;
   std::shared_ptr<spdlog::logger> log_;
   std::string transactional_id_;

@@ -770,6 +770,15 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
       }
       return;
     }
+    // A sink that stopped (a lost connection) fails what it had in flight as transient: not
+    // known to be stored, said nothing about the record. It goes again as it went, like a
+    // record purged from the queue, never as a suspect (a suspect sent alone stays one).
+    const bool transient = d.kind == kafka::ErrorKind::kTransient && sink_.stopped();
+    if (transient) {
+      if (!rewinding_) begin_rewind(d.error);
+      if (isolated && !dlq_record) suspects_.emplace(d.id_header);
+      if (rewinding_) return;
+    }
     if (!isolated && !rewinding_ && sink_.stopped()) begin_rewind(d.error);
     if (rewinding_ && !isolated) {
       // Never acknowledged: the rewind forgets it and the stream sends it again. A record the
@@ -817,9 +826,10 @@ void Pipeline::begin_rewind(const std::string& error) {
   rewinding_ = true;
   ++metrics_.producer_rewinds;
   log_->warn(
-      "event=producer_rewind slot={} confirmed={} error={}: the Kafka producer stopped (a batch "
-      "refused by the broker, or its sequence lost); rewinding to the confirmed position with a "
-      "new producer, the records it failed then go one at a time, in order",
+      "event=producer_rewind slot={} confirmed={} error={}: the producer stopped (Kafka: a batch "
+      "refused by the broker, or its sequence lost; NATS: the connection lost); rewinding to the "
+      "confirmed position with a new producer, the records a broker refused then go one at a "
+      "time, in order",
       config_.slot, confirmable().to_string(), quoted(error));
 }
 

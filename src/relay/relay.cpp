@@ -20,6 +20,7 @@
 
 #include "kafka_producers.hpp"
 #include "kafka_transactions.hpp"
+#include "nats_publishers.hpp"
 #include "outbox/common/clock.hpp"
 #include "outbox/common/log_text.hpp"
 #include "outbox/kafka/consumer.hpp"
@@ -75,11 +76,8 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       : io_(io),
         config_(std::move(config)),
         log_(make_logger()),
-        // Made here so that a bad -X property fails before anything runs.
-        producers_(io.get_executor(), config_, transactional_id(),
-                   {[this](const kafka::Delivery& d) { on_delivery(d); },
-                    [this](const std::string& m) { on_producer_fatal(m); },
-                    [this](const std::string& m) { on_kafka_refused(m); }}),
+        // Made here so that a bad -X property or NATS setting fails before anything runs.
+        producers_(make_sink()),
         wake_(io),
         pace_timer_(io),
         status_(
@@ -95,7 +93,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
         checker_(io.get_executor(), config_, pipeline_, metrics_, log_,
                  {[this] { return conn_ && !leaving(); }, [this] { return leaving(); },
                   [this] { wake_stream(); }, [this] { confirm_soon(); }}),
-        transactions_(config_, pipeline_, producers_, metrics_, log_, transactional_id(), *this) {}
+        transactions_(config_, pipeline_, kafka_, metrics_, log_, transactional_id(), *this) {}
 
   awaitable<int> run() {
     int attempt = 0;
@@ -143,7 +141,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       bool rewind_without_progress = false;
       if (pipeline_.rewinding()) {
         rewind();
-        reason = "rewinding after the Kafka producer stopped";
+        reason = "rewinding after the producer stopped";
         // Rewinds that make no progress back off like failed connections.
         rewind_without_progress = confirm_lsn() <= last_rewind_at_;
         last_rewind_at_ = confirm_lsn();
@@ -172,7 +170,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
           "again on the next start",
           config_.slot, pipeline_.tracker().inflight_events(), confirm_lsn().to_string());
     }
-    producers_.reset();
+    producers_->reset();
     if (fatal_) {
       log_->error("event=fatal slot={} exit_code={} confirmed={} error={}", config_.slot,
                   fatal_->code, confirm_lsn().to_string(), quoted(fatal_->message));
@@ -213,6 +211,20 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   }
 
  private:
+  // The sink: NATS JetStream with --nats, else Kafka (kafka_ then points at it).
+  std::unique_ptr<RecordSink> make_sink() {
+    RecordSink::Handlers handlers{[this](const sink::Delivery& d) { on_delivery(d); },
+                                  [this](const std::string& m) { on_producer_fatal(m); },
+                                  [this](const std::string& m) { on_sink_refused(m); }};
+    if (!config_.nats.urls.empty()) {
+      return std::make_unique<NatsPublishers>(io_.get_executor(), config_, std::move(handlers));
+    }
+    auto kafka = std::make_unique<KafkaProducers>(io_.get_executor(), config_, transactional_id(),
+                                                  std::move(handlers));
+    kafka_ = kafka.get();
+    return kafka;
+  }
+
   std::chrono::milliseconds backoff(int attempt) override {
     // Capped exponential backoff with jitter, so several relays do not retry in lockstep.
     return jittered(std::min<std::int64_t>(30'000, 200LL << std::min(attempt, 8)));
@@ -632,13 +644,13 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
                                Pipeline::Route route) override {
     if (exactly_once()) transactions_.before_record();
     // Exactly-once: every record goes in the transaction (nothing else is in flight anyway).
-    return producers_.produce(record, opaque, route == Pipeline::Route::kAlone);
+    return producers_->produce(record, opaque, route == Pipeline::Route::kAlone);
   }
-  bool stopped() const override { return producers_.stopped(); }
+  bool stopped() const override { return producers_->stopped(); }
 
-  // Every delivery report, of either producer: a checkpoint record's is the commit's; the
+  // Every delivery report, of any producer: a checkpoint record's is the commit's; the
   // others are the Pipeline's.
-  void on_delivery(const kafka::Delivery& d) {
+  void on_delivery(const sink::Delivery& d) {
     if (d.opaque == kCheckpointOpaque) {
       transactions_.on_checkpoint_delivery(d);
     } else {
@@ -651,12 +663,13 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   // lost after a broker restart): what was not acknowledged is sent again from the confirmed
   // position by a new producer; nothing is lost, nothing passes an earlier record.
   void on_producer_fatal(const std::string& message) {
-    if (exactly_once() && producers_.fenced()) {
+    if (exactly_once() && kafka_ != nullptr && kafka_->fenced()) {
       fail_fenced(message);
       return;
     }
     if (stopping_) {
-      fail({kExitError, "Kafka producer fatal error while stopping: " + message});
+      fail({kExitError, std::string(kafka_ != nullptr ? "Kafka producer" : "NATS publisher") +
+                            " fatal error while stopping: " + message});
       return;
     }
     if (exactly_once()) {
@@ -671,18 +684,16 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   // refused for ever while the relay held the slot, looked alive and delivered nothing, and a
   // standby with good credentials could not take over. Credentials are read at start, so only a
   // restart (by the supervisor, exit code 1) picks up a fixed --kafka-config or certificate.
-  void on_kafka_refused(const std::string& what) {
+  void on_sink_refused(const std::string& what) {
     if (fatal_) return;
     kafka_refused_ = true;
-    fail({kExitError, "Kafka broker " + what +
-                          "; check the relay's Kafka security settings (security.protocol, "
-                          "sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, "
-                          "ssl.certificate.location) and the broker's; slot " +
-                          config_.slot + " is not confirmed past " + confirm_lsn().to_string()});
+    fail({kExitError, (kafka_ != nullptr ? "Kafka broker " : "") + what + "; " +
+                          producers_->refusal_advice() + "; slot " + config_.slot +
+                          " is not confirmed past " + confirm_lsn().to_string()});
   }
 
   void rewind() {
-    producers_.renew();  // reports still due are dropped: those records are sent again
+    producers_->renew();  // reports still due are dropped: those records are sent again
     transactions_.producers_renewed();
     pipeline_.rewound();
     rewind_signalled_ = false;
@@ -748,7 +759,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   awaitable<void> finish() {
     const auto deadline = stopping_ ? stop_deadline_ : Clock::now() + config_.shutdown_timeout;
     // Nothing more can be acknowledged when the broker refuses the relay's credentials.
-    while (!kafka_refused_ && producers_.queued() > 0 && Clock::now() < deadline) {
+    while (!kafka_refused_ && producers_->queued() > 0 && Clock::now() < deadline) {
       co_await wait_for_change(deadline);
     }
     if (exactly_once() && transactions_.phase() == TxnPhase::kOpen) {
@@ -774,7 +785,8 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   asio::io_context& io_;
   RelayConfig config_;
   std::shared_ptr<spdlog::logger> log_;
-  KafkaProducers producers_;
+  KafkaProducers* kafka_ = nullptr;        // the sink when it is Kafka (set by make_sink())
+  std::unique_ptr<RecordSink> producers_;  // Kafka's producers or NATS's publisher
   std::unique_ptr<pg::ReplicationConnection> conn_;
   asio::steady_timer wake_;
   asio::steady_timer pace_timer_;  // the read pause of stream()

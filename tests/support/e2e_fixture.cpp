@@ -13,10 +13,11 @@ using namespace std::chrono_literals;
 
 void E2eTest::SetUp() {
   try {
-    const Services services = require_services();
+    const Services services = require_services(!names_.nats);
     conninfo_ = services.conninfo;
     brokers_ = services.brokers;
     relay_bin_ = services.relay_bin;
+    if (names_.nats) nats_ = require_env("OUTBOX_NATS");
   } catch (const std::exception& e) {
     GTEST_FAIL() << e.what();
   }
@@ -73,8 +74,8 @@ void E2eTest::create_outbox_table(const std::string& extra_columns) {
 std::vector<std::string> E2eTest::relay_args() const {
   std::vector<std::string> args = {"--pg",
                                    conninfo_,
-                                   "--brokers",
-                                   brokers_,
+                                   names_.nats ? "--nats" : "--brokers",
+                                   names_.nats ? nats_ : brokers_,
                                    "--slot",
                                    slot_,
                                    "--publication",

@@ -20,8 +20,8 @@ std::string require_env(const char* name) {
   return value;
 }
 
-Services require_services() {
-  Services s{require_env("OUTBOX_PG"), require_env("OUTBOX_BROKERS"),
+Services require_services(bool kafka) {
+  Services s{require_env("OUTBOX_PG"), kafka ? require_env("OUTBOX_BROKERS") : std::string(),
              require_env("OUTBOX_RELAY_BIN")};
   if (!std::filesystem::is_regular_file(s.relay_bin)) {
     throw std::runtime_error("OUTBOX_RELAY_BIN=" + s.relay_bin + " is not a file");

@@ -1,6 +1,6 @@
 // The JetStream flags of `run`: one sink, Kafka (--brokers) or NATS JetStream (--nats), each
 // refused with the other's settings in one line (exit 2); the NATS settings land in
-// RelayConfig::nats; --nats itself is refused until the relay publishes to JetStream.
+// RelayConfig::nats, which makes the relay publish to JetStream instead of Kafka.
 #include <gtest/gtest.h>
 
 #include "flag_errors.hpp"
@@ -9,10 +9,12 @@
 namespace outbox::app {
 namespace {
 
-TEST(NatsOptions, NatsIsRefusedUntilTheRelayPublishesToJetStream) {
-  EXPECT_EQ(error_of({"--pg", "x", "--nats", "nats://127.0.0.1:4222"}),
-            "--nats: publishing to NATS JetStream is not available in this version of "
-            "outbox-relay; use --brokers");
+TEST(NatsOptions, NatsReplacesBrokers) {
+  CommandLine cl = parse_command_line(
+      {"--pg", "x", "--nats", "nats://127.0.0.1:4222", "--nats-nkey", "/etc/relay.nk"});
+  EXPECT_EQ(cl.run.relay.nats.urls, "nats://127.0.0.1:4222");
+  EXPECT_EQ(cl.run.relay.nats.nkey_seed_file, "/etc/relay.nk");
+  EXPECT_TRUE(cl.run.relay.producer.brokers.empty());
 }
 
 TEST(NatsOptions, KafkaSettingsAreRefusedWithNats) {

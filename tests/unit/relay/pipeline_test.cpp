@@ -464,6 +464,44 @@ TEST_F(PipelineTest, RefusedBatchRewindsAndSendsItsRecordsAloneInOrder) {
   EXPECT_EQ(p.confirmable(), Lsn{0x1010});
 }
 
+// A sink whose connection was lost (NATS JetStream) stops and fails what it had in flight as
+// transient: a rewind, nothing poison, and the records go again batched, not alone.
+TEST_F(PipelineTest, TransientFailuresOfAStoppedSinkAreSentAgainBatched) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
+  ASSERT_EQ(step(insert("e2", "b")), Step::kDone);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  const std::vector<Produced> first(sink_.records);
+  sink_.gap = true;
+  for (const Produced& r : first) {
+    kafka::Delivery d;
+    d.opaque = r.opaque;
+    d.bytes = r.bytes;
+    d.ok = false;
+    d.kind = kafka::ErrorKind::kTransient;
+    d.error_name = "CONNECTION_LOST";
+    d.error = "NATS connection lost";
+    d.topic = r.topic;
+    d.id_header = r.id;
+    pipeline().on_delivery(d);
+  }
+  EXPECT_TRUE(p.rewinding());
+  EXPECT_FALSE(p.fatal().has_value());
+  EXPECT_EQ(metrics_.dlq_events, 0u);
+  sink_.gap = false;
+  sink_.records.clear();
+  p.on_disconnect();
+  p.rewound();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
+  ASSERT_EQ(step(insert("e2", "b")), Step::kDone) << "not held back behind a record sent alone";
+  ASSERT_EQ(sink_.records.size(), 2u);
+  EXPECT_EQ(sink_.records[0].route, Pipeline::Route::kBatched);
+  EXPECT_EQ(sink_.records[1].route, Pipeline::Route::kBatched);
+  EXPECT_NE(sink_.records[1].topic, "dlq");
+}
+
 TEST_F(PipelineTest, ProduceIntoAStoppedProducerRewindsInsteadOfPoisoning) {
   Pipeline& p = pipeline();
   ASSERT_EQ(step(begin(0x1000)), Step::kDone);

@@ -34,6 +34,9 @@ struct E2eNames {
   std::vector<std::string> aggregatetypes;
   // Directory of the relays' stdout/stderr and the commands' output (the test target's logs/).
   std::string log_dir;
+  // The relays publish to NATS JetStream (OUTBOX_NATS, --nats) instead of Kafka: the topics are
+  // then subjects, and OUTBOX_BROKERS is not needed.
+  bool nats = false;
 };
 
 // One committed outbox row as PostgreSQL prints it.
@@ -58,7 +61,8 @@ class E2eTest : public ::testing::Test {
   // id uuid, aggregatetype, aggregateid, type, payload jsonb NOT NULL, then `extra_columns`
   // (", seq bigint NOT NULL" for instance).
   void create_outbox_table(const std::string& extra_columns = "");
-  // --pg --brokers --slot --publication --table --status-interval status_interval_, and
+  // --pg --brokers (--nats with E2eNames::nats) --slot --publication --table --status-interval
+  // status_interval_, and
   // --metrics-addr metrics_addr_ when that is not empty.
   std::vector<std::string> relay_args() const;
   // <log_dir>/<Suite>.<test>_<suffix>_<what>.log
@@ -108,6 +112,7 @@ class E2eTest : public ::testing::Test {
   E2eNames names_;
   std::string conninfo_;
   std::string brokers_;
+  std::string nats_;  // E2eNames::nats: the server's URL
   std::string relay_bin_;
   std::string suffix_;
   std::string table_;

@@ -21,7 +21,8 @@ struct Services {
   std::string brokers;
   std::string relay_bin;
 };
-Services require_services();
+// OUTBOX_PG, OUTBOX_RELAY_BIN, and OUTBOX_BROKERS unless `kafka` is false (then brokers is empty).
+Services require_services(bool kafka = true);
 
 // A suffix unique to this test process and call ("<pid>_<ms>_<n>", lower case, [a-z0-9_]), so
 // every test gets its own table, slot, publication and topics and reruns never see old data.

@@ -1,0 +1,36 @@
+#include "nats_publishers.hpp"
+
+namespace outbox::relay {
+
+NatsPublishers::NatsPublishers(boost::asio::any_io_executor executor, const RelayConfig& config,
+                               Handlers handlers)
+    : executor_(executor), config_(config), handlers_(std::move(handlers)) {
+  renew();
+}
+
+void NatsPublishers::renew() {
+  publisher_.reset();  // reports still due are dropped: those records are sent again
+  current_connected_ = false;
+  publisher_ = std::make_unique<nats::Publisher>(executor_, config_.nats, handlers_.delivery,
+                                                 handlers_.fatal, [this](const std::string& m) {
+                                                   if (connected_once_ && !current_connected_)
+                                                     return;  // an outage (see the header)
+                                                   handlers_.refused(m);
+                                                 });
+}
+
+sink::ProduceResult NatsPublishers::produce(const sink::Record& record, std::uint64_t opaque,
+                                            bool alone) {
+  // Alone: after every earlier publish was reported (the caller waits as for a full window).
+  if (alone && publisher_->queued() > 0) return {sink::ProduceStatus::kQueueFull, {}, false};
+  sink::ProduceResult r = publisher_->produce(record, opaque);
+  if (r.status == sink::ProduceStatus::kQueued) connected_once_ = current_connected_ = true;
+  return r;
+}
+
+std::string NatsPublishers::refusal_advice() const {
+  return "check the relay's NATS security settings (--nats-creds, --nats-nkey, --nats-tls-ca, "
+         "--nats-tls-cert, --nats-tls-key) and the server's authorization";
+}
+
+}  // namespace outbox::relay

@@ -1,0 +1,48 @@
+// The relay's NATS JetStream sink (--nats): one nats::Publisher behind RecordSink. JetStream
+// acknowledges every publish on its own, so a record sent alone needs no producer of its own: it
+// waits until nothing else is in flight. A stopped publisher (connection lost, acknowledgement
+// overdue) is never reconnected: renew() makes a new one after the relay's rewind, so that
+// nothing the old connection buffered reaches the server behind what the cut lost.
+// Private to the relay; not thread-safe: the io_context's thread only.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "outbox/nats/publisher.hpp"
+#include "outbox/relay/relay.hpp"
+#include "record_sink.hpp"
+
+namespace outbox::relay {
+
+class NatsPublishers : public RecordSink {
+ public:
+  // Throws nats::ConfigError for a bad URL or an unreadable credentials, NKey or TLS file.
+  NatsPublishers(boost::asio::any_io_executor executor, const RelayConfig& config,
+                 Handlers handlers);
+
+  sink::ProduceResult produce(const sink::Record& record, std::uint64_t opaque,
+                              bool alone) override;
+  bool stopped() const override { return publisher_ && publisher_->stopped(); }
+  std::size_t queued() const override { return publisher_ ? publisher_->queued() : 0; }
+  void renew() override;
+  void reset() override { publisher_.reset(); }
+  std::string refusal_advice() const override;
+
+ private:
+  boost::asio::any_io_executor executor_;
+  const RelayConfig& config_;
+  Handlers handlers_;
+  std::unique_ptr<nats::Publisher> publisher_;
+  // A publish was taken by some publisher of this process, and by the current one. nats.c
+  // reports a server that does not answer a new connection (frozen, overloaded) the way it
+  // reports refused credentials; once a publisher of the same settings got through, that is an
+  // outage: the publisher's stop rewinds and retries instead of ending the relay.
+  bool connected_once_ = false;
+  bool current_connected_ = false;
+};
+
+}  // namespace outbox::relay

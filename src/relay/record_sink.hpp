@@ -1,0 +1,43 @@
+// The broker behind the relay, one small interface for Kafka (KafkaProducers) and NATS
+// JetStream (NatsPublishers): records in, delivery reports out through the handlers, a stop
+// (refused batch, lost connection) that the relay answers with a rewind and renew(). The relay
+// loop and the Pipeline speak only this and the sink vocabulary (outbox/sink/record.hpp).
+// Private to the relay; not thread-safe: the io_context's thread only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "outbox/sink/record.hpp"
+
+namespace outbox::relay {
+
+class RecordSink {
+ public:
+  struct Handlers {
+    std::function<void(const sink::Delivery&)> delivery;  // every report, on the io thread
+    // The sink stopped (a refused batch, a lost sequence or connection): the relay rewinds.
+    std::function<void(const std::string&)> fatal;
+    std::function<void(const std::string&)> refused;  // credentials or certificate refused
+  };
+
+  virtual ~RecordSink() = default;
+  // Queues a record; `alone`: sent on its own, once nothing else is in flight, so that its
+  // report is its own (a record of a refused batch).
+  virtual sink::ProduceResult produce(const sink::Record& record, std::uint64_t opaque,
+                                      bool alone) = 0;
+  // The sink stopped and accepts nothing more until renew().
+  virtual bool stopped() const = 0;
+  // Records queued or in flight, not yet reported.
+  virtual std::size_t queued() const = 0;
+  // Anew (a rewind): reports still due from before are dropped.
+  virtual void renew() = 0;
+  // Nothing left (the relay ends).
+  virtual void reset() = 0;
+  // What to check when the broker refuses the relay's credentials or certificate.
+  virtual std::string refusal_advice() const = 0;
+};
+
+}  // namespace outbox::relay

@@ -1,0 +1,310 @@
+// The relay publishing to NATS JetStream (--nats), end to end: the real outbox-relay binary, the
+// real PostgreSQL and the real nats-server of scripts/nats-up.sh (OUTBOX_PG, OUTBOX_NATS). The
+// fixture is the fault tests' (tests/fault: table with a seq column, the paced workload, the
+// delivery checks) with E2eNames::nats; the stream is read back with tests/nats' StreamReader.
+// What a user checks: every committed event in the stream once (Nats-Msg-Id drops re-sent ones
+// inside the duplicate window), nothing uncommitted, per-aggregate order, the slot confirmed
+// only through what JetStream acknowledged; poison and a subject without a stream are clear.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "fault_fixture.hpp"
+#include "outbox/nats/publisher.hpp"
+#include "stream_reader.hpp"
+
+namespace outbox_test::fault {
+namespace {
+
+using outbox_test::nats::Stored;
+using outbox_test::nats::StreamReader;
+
+// The stored messages as the Kafka checks read records: subject as topic, stream sequence as
+// offset, the `key` header as key.
+std::vector<Record> as_records(const std::vector<Stored>& stored) {
+  std::vector<Record> out;
+  out.reserve(stored.size());
+  for (const Stored& s : stored) {
+    Record r;
+    r.topic = s.subject;
+    r.partition = 0;
+    r.offset = static_cast<std::int64_t>(s.seq);
+    if (auto k = s.headers.find("key"); k != s.headers.end()) r.key = k->second;
+    r.value = s.data;
+    r.headers = s.headers;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+pid_t nats_pid() {
+  const std::string path = outbox_test::nats::env("OUTBOX_NATS_PID_FILE");
+  const std::string text = read_file(path);
+  const pid_t pid = text.empty() ? -1 : static_cast<pid_t>(std::stol(text));
+  return pid > 0 && ::kill(pid, 0) == 0 ? pid : -1;
+}
+
+class NatsRelay : public FaultTest {
+ protected:
+  NatsRelay() { names_.nats = true; }
+
+  void SetUp() override {
+    FaultTest::SetUp();
+    if (HasFatalFailure()) return;
+    stream_ = "OUTBOX_RELAY_" + suffix_;
+    dlq_subject_ = "outbox.dlq." + suffix_;
+  }
+  void TearDown() override {
+    FaultTest::TearDown();
+    if (!stream_.empty() && nats_pid() > 0) {
+      try {
+        StreamReader().drop(stream_);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+
+  // The stream capturing the test's subject and dead-letter subject, with a duplicate window
+  // longer than the test.
+  void create_stream() {
+    outbox::nats::PublisherConfig c;
+    c.urls = nats_;
+    ASSERT_EQ(outbox::nats::ensure_stream(c, stream_, {topic_, dlq_subject_}, 10min, 10s), "");
+  }
+
+  std::vector<Stored> stored() { return StreamReader().all(stream_); }
+
+  // Every committed event in the stream within `timeout`, the slot confirmed through the load,
+  // no duplicate, nothing missing, no ghost, per-aggregate order.
+  void expect_every_event_stored_once(std::chrono::seconds timeout) {
+    const Lsn lsn_after_load = pg_->current_wal_lsn();
+    const auto rows = committed_seqs();
+    std::vector<Stored> messages;
+    wait_until(
+        [&] {
+          messages = stored();
+          return messages.size() >= rows.size();
+        },
+        timeout, 200ms);
+    EXPECT_TRUE(expect_confirmed_reaches(lsn_after_load, 60s));
+    messages = stored();
+    const DeliveryCheck check = check_deliveries(as_records(messages), rows);
+    EXPECT_EQ(check.problems.count(), 0u) << check.problems.describe();
+    EXPECT_EQ(check.missing, 0u);
+    EXPECT_EQ(check.ghosts, 0u);
+    EXPECT_EQ(check.duplicates, 0u);
+    figure("events", static_cast<std::int64_t>(rows.size()));
+    figure("stored", static_cast<std::int64_t>(messages.size()));
+  }
+
+  std::string stream_;
+  std::string dlq_subject_;
+};
+
+// Records as a consumer reads them: data = the payload as PostgreSQL prints it, headers id, type
+// and key, Nats-Msg-Id = id, the subject rendered per aggregate type, per-aggregate order; the
+// slot confirmed once they are stored.
+TEST_F(NatsRelay, EndToEnd) {
+  create_outbox_table();
+  const std::string other_type = "Other" + suffix_;
+  const std::string other_subject = "outbox.event." + other_type;
+  outbox::nats::PublisherConfig c;
+  c.urls = nats_;
+  ASSERT_EQ(outbox::nats::ensure_stream(c, stream_, {topic_, other_subject}, 10min, 10s), "");
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  for (int t = 0; t < 20; ++t) {
+    pg_->exec("BEGIN; " +
+              Workload::insert_sql(qualified_table(), aggregatetype_, 7, t * 10 + 1, 5, false) +
+              "; " + Workload::insert_sql(qualified_table(), other_type, 7, t * 10 + 6, 5, false) +
+              "; COMMIT");
+  }
+  const Lsn after = pg_->current_wal_lsn();
+  const auto rows = committed_rows();
+  ASSERT_EQ(rows.size(), 200u);
+  std::vector<Stored> messages;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        messages = stored();
+        return messages.size() >= rows.size();
+      },
+      60s, 100ms))
+      << messages.size() << " of " << rows.size() << " stored";
+  EXPECT_TRUE(expect_confirmed_reaches(after, 30s));
+  messages = stored();
+  ASSERT_EQ(messages.size(), rows.size());
+  std::map<std::string, std::int64_t> last_seq;  // per aggregate
+  for (const Stored& m : messages) {
+    const auto id = m.headers.find("id");
+    ASSERT_NE(id, m.headers.end()) << m.subject;
+    const auto row = rows.find(id->second);
+    ASSERT_NE(row, rows.end()) << "not a committed event: " << id->second;
+    EXPECT_EQ(m.subject, "outbox.event." + row->second.aggregatetype);
+    EXPECT_EQ(m.data, row->second.payload);
+    EXPECT_EQ(m.headers.at("type"), row->second.type);
+    EXPECT_EQ(m.headers.at("key"), row->second.aggregateid);
+    EXPECT_EQ(m.headers.at("Nats-Msg-Id"), id->second);
+    const std::string agg = row->second.aggregatetype + "/" + row->second.aggregateid;
+    if (auto it = last_seq.find(agg); it != last_seq.end()) {
+      EXPECT_LT(it->second, row->second.seq) << "order of " << agg;
+    }
+    last_seq[agg] = row->second.seq;
+  }
+  expect_graceful_stop(relay);
+}
+
+// kill -9 of the relay, again and again under load: everything in the stream once (the
+// re-sent events carry the same Nats-Msg-Id, which the stream drops), nothing uncommitted.
+TEST_F(NatsRelay, SigkillLoopUnderLoadStoresEveryEventOnce) {
+  create_outbox_table();
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  RelayProcess* relay = &start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(*relay));
+  Workload& load = start_workload(plan_mixed(scaled(30000, 3000), 500, 0.05, 24), 20s);
+  int kills = 0;
+  while (!load.done() && kills < 6) {
+    std::this_thread::sleep_for(2500ms);  // load shape: a kill every 2.5 s of load
+    relay->kill9();
+    ++kills;
+    relay = &start_relay();
+    ASSERT_NO_FATAL_FAILURE(wait_until_streaming(*relay));
+  }
+  load.join();
+  figure("kills", kills);
+  ASSERT_GE(kills, 3);
+  expect_every_event_stored_once(120s);
+  expect_graceful_stop(*relay);
+}
+
+// The server stopped under load, then started again: while it is down the slot is not confirmed
+// past what was stored before; once it is back, everything is stored once.
+TEST_F(NatsRelay, ServerStoppedThenRestarted) {
+  create_outbox_table();
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  RelayProcess& relay = start_relay({"--status-interval", "200ms"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  Workload& load = start_workload(plan_mixed(scaled(8000, 1000), 200, 0.05, 7), 12s);
+  ASSERT_TRUE(load.wait_committed(scaled(2000, 200), 60s));
+  ASSERT_EQ(outbox_test::nats::run_nats_script("nats-down.sh"), 0);
+  // Nothing committed after the stop can have been stored: the slot stays before it.
+  const Lsn stored_before = pg_->current_wal_lsn();
+  const auto down_until = Clock::now() + 8s;
+  Lsn max_confirmed{};
+  while (Clock::now() < down_until) {
+    if (auto c = pg_->slot_confirmed_flush(slot_)) max_confirmed = std::max(max_confirmed, *c);
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_LE(max_confirmed, stored_before) << "confirmed past what the server could have stored";
+  EXPECT_TRUE(relay.is_running());
+  ASSERT_EQ(outbox_test::nats::run_nats_script("nats-up.sh"), 0);
+  load.join();
+  expect_every_event_stored_once(180s);
+  expect_graceful_stop(relay);
+}
+
+// The server frozen (SIGSTOP: connections open, nothing answers) under load for longer than the
+// acknowledgement timeout, then thawed: while frozen the slot is not confirmed past what was
+// committed before the freeze; after it, everything is stored once.
+TEST_F(NatsRelay, ServerFrozenThenThawed) {
+  create_outbox_table();
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  RelayProcess& relay = start_relay({"--status-interval", "200ms"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  Workload& load = start_workload(plan_mixed(scaled(8000, 1000), 200, 0.05, 11), 12s);
+  ASSERT_TRUE(load.wait_committed(scaled(2000, 200), 60s));
+  const pid_t pid = nats_pid();
+  ASSERT_GT(pid, 0);
+  struct Thaw {
+    pid_t pid;
+    ~Thaw() { ::kill(pid, SIGCONT); }
+  } thaw{pid};
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  const Lsn stored_before = pg_->current_wal_lsn();
+  const auto frozen_until = Clock::now() + 15s;  // past the 10 s acknowledgement timeout
+  Lsn max_confirmed{};
+  while (Clock::now() < frozen_until) {
+    if (auto c = pg_->slot_confirmed_flush(slot_)) max_confirmed = std::max(max_confirmed, *c);
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_LE(max_confirmed, stored_before) << "confirmed past what the server could have stored";
+  EXPECT_TRUE(relay.is_running());
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+  load.join();
+  expect_every_event_stored_once(180s);
+  EXPECT_GE(count_in_file(relay.log_path(), "event=producer_rewind"), 1u);
+  expect_graceful_stop(relay);
+}
+
+// A record the stream refuses (over its max_msg_size) under --on-error fail: exit 3 naming it,
+// the slot not confirmed past it.
+TEST_F(NatsRelay, PoisonFailStopsBeforeIt) {
+  create_outbox_table();
+  StreamReader().add_small_stream(stream_, topic_, 512);
+  RelayProcess& relay = start_relay({"--on-error", "fail"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 1, 3, false));
+  const Lsn before = pg_->current_wal_lsn();
+  ASSERT_TRUE(expect_confirmed_reaches(before, 30s));
+  pg_->exec("INSERT INTO " + qualified_table() +
+            " (aggregatetype, aggregateid, type, payload, seq) VALUES ('" + aggregatetype_ +
+            "', 'agg-1', 'Big', jsonb_build_object('pad', repeat('x', 2000)), 4)");
+  EXPECT_EQ(relay.wait_exit(60s), std::optional<int>(3));
+  const std::string log = read_file(relay.log_path());
+  EXPECT_NE(log.find("MESSAGE_EXCEEDS_MAXIMUM"), std::string::npos)
+      << tail_file(relay.log_path(), 20);
+  const auto confirmed = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(confirmed.has_value());
+  EXPECT_LT(*confirmed, pg_->current_wal_lsn());
+  EXPECT_EQ(stored().size(), 3u);
+}
+
+// The same under --on-error dlq: the event goes to the dead-letter subject (its value left out,
+// too large), its aggregate's later events follow it, the others go on.
+TEST_F(NatsRelay, PoisonDlqGoesToTheDeadLetterSubject) {
+  create_outbox_table();
+  StreamReader().add_small_stream(stream_, topic_, 1024);
+  const std::string dlq_stream = stream_ + "_DLQ";
+  StreamReader().add_small_stream(dlq_stream, dlq_subject_, 64 * 1024);
+  RelayProcess& relay = start_relay({"--on-error", "dlq", "--dlq-topic", dlq_subject_});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec("INSERT INTO " + qualified_table() +
+            " (aggregatetype, aggregateid, type, payload, seq) VALUES ('" + aggregatetype_ +
+            "', 'agg-1', 'Big', jsonb_build_object('pad', repeat('x', 2000)), 1)");
+  // Its refusal first: events of agg-1 already in flight when it comes would be stored ahead of
+  // it (docs/jetstream.md, "Poison").
+  ASSERT_TRUE(expect_confirmed_reaches(pg_->current_wal_lsn(), 60s));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 2, 6, false));
+  const Lsn after = pg_->current_wal_lsn();
+  EXPECT_TRUE(expect_confirmed_reaches(after, 60s));
+  const std::vector<Stored> dlq = StreamReader().all(dlq_stream);
+  const std::vector<Stored> main = stored();
+  StreamReader().drop(dlq_stream);
+  // agg-1: the big one and its later events (seq 4, 7) parked; agg-0 and agg-2 go on.
+  ASSERT_EQ(dlq.size(), 3u);
+  EXPECT_EQ(dlq[0].headers.at("type"), "Big");
+  EXPECT_EQ(dlq[0].headers.at("outbox.original.topic"), topic_);
+  EXPECT_EQ(dlq[0].headers.count("outbox.value.omitted"), 1u);
+  EXPECT_EQ(main.size(), 4u);
+  for (const Stored& m : main) EXPECT_NE(m.headers.at("key"), "agg-1");
+  EXPECT_TRUE(relay.is_running());
+  expect_graceful_stop(relay);
+}
+
+// A subject no stream captures: the event is poison like a topic that cannot be created (exit 3
+// under fail), and the error says so.
+TEST_F(NatsRelay, SubjectWithoutStreamIsAClearError) {
+  create_outbox_table();
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 1, 1, false));
+  EXPECT_EQ(relay.wait_exit(60s), std::optional<int>(3));
+  const std::string log = read_file(relay.log_path());
+  EXPECT_NE(log.find("no JetStream stream captures subject " + topic_), std::string::npos)
+      << tail_file(relay.log_path(), 20);
+}
+
+}  // namespace
+}  // namespace outbox_test::fault
