@@ -18,6 +18,7 @@
 #include "outbox/pg/admin.hpp"
 #include "outbox/pg/cursor.hpp"
 #include "outbox/pg/window_scan.hpp"
+#include "outbox/relay/event_record.hpp"
 
 namespace outbox::app {
 namespace {
@@ -247,17 +248,8 @@ class Repairer {
         })) {
       return false;
     }
-    headers_.clear();
-    headers_.push_back({"id", ev.id});
-    if (ev.type) headers_.push_back({"type", *ev.type});
-    for (const mapping::ExtraHeader& h : ev.headers) headers_.push_back({h.name, h.value});
+    const kafka::Record record = relay::event_record(ev, commit_time_ms, headers_).record;
     const std::string_view topic = ev.topic, id = ev.id;
-    const kafka::Record record{ev.topic,
-                               ev.key,
-                               ev.value,
-                               std::span<const kafka::Header>(headers_.data(), headers_.size()),
-                               ev.timestamp_ms.value_or(commit_time_ms),
-                               ev.partition.value_or(-1)};
     const std::size_t bytes = (ev.value ? ev.value->size() : 0) + (ev.key ? ev.key->size() : 0);
     const std::uint64_t opaque = next_opaque_++;
     for (;;) {

@@ -10,6 +10,7 @@
 #include "outbox/common/clock.hpp"
 #include "outbox/common/log_text.hpp"
 #include "outbox/pgoutput/wire.hpp"
+#include "outbox/relay/event_record.hpp"
 
 namespace outbox::relay {
 using common::now_unix_ms;
@@ -420,13 +421,9 @@ Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
                    : table_name();
   };
   if (ev.invalid_traceparent) invalid_traceparent_id_ = ev.id;
-  if (headers_.size() < 2 + ev.headers.size()) headers_.resize(2 + ev.headers.size());
-  headers_[0] = {"id", ev.id};
-  std::size_t nheaders = 1;
-  if (ev.type) headers_[nheaders++] = {"type", *ev.type};
-  const std::size_t first_extra = nheaders;
-  for (const mapping::ExtraHeader& h : ev.headers) headers_[nheaders++] = {h.name, h.value};
-  const std::span<const kafka::Header> extra(headers_.data() + first_extra, nheaders - first_extra);
+  const EventRecord built = event_record(ev, commit_time_ms_, headers_);
+  const kafka::Record& rec = built.record;
+  const std::span<const kafka::Header> extra = built.placed;
   // The relay's own topics are no destination for an event, whatever the template renders: a
   // record in the checkpoint topic under a relay's key would make every later start of that
   // relay fail, one in the dead-letter topic would pass for a dead-lettered event.
@@ -465,12 +462,6 @@ Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
       return poison_in_stream(p);
     }
   }
-  kafka::Record rec{ev.topic,
-                    ev.key,
-                    ev.value,
-                    std::span<const kafka::Header>(headers_.data(), nheaders),
-                    ev.timestamp_ms.value_or(commit_time_ms_),
-                    ev.partition.value_or(-1)};
   // Exactly-once: a record the broker refused twice (the second time alone) is poison; it never
   // goes in a transaction again (a refused record makes its transaction abort).
   if (!refused_twice_.empty()) {

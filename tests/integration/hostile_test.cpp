@@ -152,13 +152,16 @@ TEST_F(HostileIntegration, DeadLetterRecordTheBrokerRefusesAsTooLargeGoesCompact
             " (aggregatetype, aggregateid, type, payload) VALUES ('" + aggregatetypes_[1] +
             "', 'big', 'T', jsonb_build_object('pad', (SELECT string_agg(md5(random()::text), '')"
             " FROM generate_series(1, 3000))))");
+  // The next event is committed once the compact record is stored: committed earlier, it may be
+  // acknowledged before the refusal and then sent again by the rewind (at-least-once allows it,
+  // and this test would count it twice).
+  const std::vector<Record> dead = read_topic(dlq, 1);
+  ASSERT_EQ(dead.size(), 1u) << "exactly one dead-letter record";
   pg_->exec(insert_sql(aggregatetypes_[0], "fine", 2));
   const Lsn lsn = pg_->current_wal_lsn();
   const std::vector<Record> good = read_topic(topics_[0], 1);
   ASSERT_EQ(good.size(), 1u) << tail_file(relay.log_path(), 20);
   EXPECT_EQ(good[0].key, "fine");
-  const std::vector<Record> dead = read_topic(dlq, 1);
-  ASSERT_EQ(dead.size(), 1u) << "exactly one dead-letter record";
   EXPECT_EQ(dead[0].key, "big");
   EXPECT_TRUE(dead[0].null_value) << "the value is left out: " << describe(dead[0]);
   EXPECT_NE(header_or(dead[0], "outbox.truncated").find("too large"), std::string::npos)
