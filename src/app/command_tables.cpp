@@ -208,6 +208,9 @@ Table run_flags(Options& o) {
                     "(fail, the default), or publish it to --dlq-topic with the error (dlq)"),
       flags::name("--dlq-topic", r.dlq_topic,
                   "dead-letter topic for --on-error dlq (default outbox.dlq)"),
+      flags::count("--max-topics", r.max_topics,
+                   "distinct Kafka topics events may go to while the process runs; an event\n"
+                   "rendering another one is poison, as --on-error says (default 10000)"),
       flags::choice("--delivery", "at-least-once|exactly-once", r.delivery, "delivery",
                     {{"at-least-once", relay::DeliveryMode::kAtLeastOnce},
                      {"exactly-once", relay::DeliveryMode::kExactlyOnce}},

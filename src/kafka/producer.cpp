@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
@@ -16,6 +17,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <list>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -71,19 +74,45 @@ Partitioner builtin_partitioner(std::string_view name) {
   return nullptr;
 }
 
-// What the stall guard needs of a topic: its partition count, which librdkafka tells only its
-// partitioner. The partitioner may run on librdkafka's threads too, hence the atomic.
-struct TopicState {
-  Partitioner partitioner = nullptr;  // the configured built-in one, which does the choosing
-  std::atomic<int32_t> partitions{0};
+// One topic the producer holds a handle for: the handle, what the stall guard needs (the
+// partition count, which librdkafka tells only its partitioner) and the records in flight.
+struct TopicEntry {
   std::string name;
+  TopicHandle handle;
+  int32_t partitions = 0;
+  std::uint64_t in_flight = 0;  // produced, delivery report not yet served
+};
+
+// The topics the producer holds handles for, bounded: past kMaxTopicHandles the least recently
+// used topic with no record in flight is closed (and opened again when an event needs it). Every
+// topic's opaque is this registry, never a per-topic record: librdkafka keeps its own topic object
+// after rd_kafka_topic_destroy() and hands it back, with the opaque of its first creation, when the
+// name is opened again; a per-topic record freed on eviction would then be read after its free.
+// The partitioner looks its topic up by name instead. Guarded by `mu`: the partitioner runs on
+// librdkafka's threads too, delivery reports on the transaction worker. No librdkafka call is
+// made while `mu` is held (librdkafka holds its own locks around the partitioner).
+struct TopicRegistry {
+  static constexpr std::size_t kMaxTopicHandles = 1000;
+
+  Partitioner partitioner = nullptr;  // the configured built-in one, which does the choosing
+  std::mutex mu;
+  std::list<TopicEntry> lru;  // front: most recently used
+  std::unordered_map<std::string_view, std::list<TopicEntry>::iterator> index;  // keys: names
+
+  TopicEntry* find(std::string_view name) {
+    auto it = index.find(name);
+    return it == index.end() ? nullptr : &*it->second;
+  }
 };
 
 int32_t counting_partitioner(const rd_kafka_topic_t* rkt, const void* key, size_t keylen,
                              int32_t partition_cnt, void* rkt_opaque, void* msg_opaque) {
-  auto* state = static_cast<TopicState*>(rkt_opaque);
-  state->partitions.store(partition_cnt, std::memory_order_relaxed);
-  return state->partitioner(rkt, key, keylen, partition_cnt, rkt_opaque, msg_opaque);
+  auto* registry = static_cast<TopicRegistry*>(rkt_opaque);
+  {
+    std::lock_guard lock(registry->mu);
+    if (TopicEntry* e = registry->find(rd_kafka_topic_name(rkt))) e->partitions = partition_cnt;
+  }
+  return registry->partitioner(rkt, key, keylen, partition_cnt, rkt_opaque, msg_opaque);
 }
 
 // Set on a producer's worker thread while it runs a blocking transaction call: librdkafka may
@@ -143,7 +172,7 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
         on_refused(std::move(on_refused)) {}
 
   // Declared before rk: librdkafka may call the partitioner until rk is destroyed.
-  std::vector<std::unique_ptr<TopicState>> topic_states;
+  TopicRegistry registry;
   Partitioner partitioner = nullptr;  // nullptr: unknown partitioner, no stall guard
   KafkaHandle rk;
   QueueHandle main_queue;
@@ -157,41 +186,64 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
   DeliveryHandler on_delivery;
   FatalHandler on_fatal;
   RefusedHandler on_refused;
-  struct StringHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, TopicHandle, StringHash, std::equal_to<>> topics;
-  rd_kafka_topic_t* last_topic = nullptr;  // consecutive events mostly share a topic
-  std::string_view last_topic_name;
+  TopicEntry* last_topic = nullptr;  // consecutive events mostly share a topic
   Delivery scratch;
 
   bool waiting = false;
   bool destroyed = false;
 
-  rd_kafka_topic_t* topic(std::string_view name) {
+  // The entry of topic `name`, opened if needed; nullptr when librdkafka refuses the handle.
+  // Called on the io_context's thread only (the only one that adds or removes entries).
+  TopicEntry* topic(std::string_view name) {
     // Topic handles are cached: producev() by name would look the topic up on every call.
-    if (last_topic != nullptr && name == last_topic_name) return last_topic;
-    auto it = topics.find(name);
-    if (it == topics.end()) {
-      rd_kafka_topic_conf_t* tconf = nullptr;
-      if (partitioner != nullptr) {
-        auto state = std::make_unique<TopicState>();
-        state->partitioner = partitioner;
-        state->name = std::string(name);
-        tconf = rd_kafka_default_topic_conf_dup(rk.get());
-        rd_kafka_topic_conf_set_opaque(tconf, state.get());
-        rd_kafka_topic_conf_set_partitioner_cb(tconf, &counting_partitioner);
-        topic_states.push_back(std::move(state));
+    if (last_topic != nullptr && name == last_topic->name) return last_topic;
+    {
+      std::lock_guard lock(registry.mu);
+      auto it = registry.index.find(name);
+      if (it != registry.index.end()) {
+        registry.lru.splice(registry.lru.begin(), registry.lru, it->second);
+        last_topic = &*it->second;
+        return last_topic;
       }
-      TopicHandle t(rd_kafka_topic_new(rk.get(), std::string(name).c_str(), tconf));
-      if (!t) return nullptr;
-      request_metadata(t.get());
-      it = topics.emplace(std::string(name), std::move(t)).first;
     }
-    last_topic = it->second.get();
-    last_topic_name = it->first;  // the map's key: stable while the entry lives
+    rd_kafka_topic_conf_t* tconf = nullptr;
+    if (partitioner != nullptr) {
+      tconf = rd_kafka_default_topic_conf_dup(rk.get());
+      rd_kafka_topic_conf_set_opaque(tconf, &registry);
+      rd_kafka_topic_conf_set_partitioner_cb(tconf, &counting_partitioner);
+    }
+    TopicHandle t(rd_kafka_topic_new(rk.get(), std::string(name).c_str(), tconf));
+    if (!t) return nullptr;
+    rd_kafka_topic_t* handle = t.get();
+    TopicHandle evicted;  // closed after the lock is released
+    {
+      std::lock_guard lock(registry.mu);
+      if (registry.lru.size() >= TopicRegistry::kMaxTopicHandles) {
+        // The least recently used topic with nothing in flight; none: the cap is exceeded until
+        // reports come (the records in flight are bounded by librdkafka's queue).
+        for (auto it = registry.lru.end(); it != registry.lru.begin();) {
+          --it;
+          if (it->in_flight != 0) continue;
+          if (&*it == last_topic) last_topic = nullptr;
+          evicted = std::move(it->handle);
+          registry.index.erase(it->name);
+          registry.lru.erase(it);
+          break;
+        }
+      }
+      registry.lru.push_front(TopicEntry{std::string(name), std::move(t), 0, 0});
+      registry.index.emplace(registry.lru.front().name, registry.lru.begin());
+      last_topic = &registry.lru.front();
+    }
+    evicted.reset();
+    request_metadata(handle);
     return last_topic;
+  }
+
+  // A delivery report of a record of `name` came (any thread).
+  void delivered(std::string_view name) {
+    std::lock_guard lock(registry.mu);
+    if (TopicEntry* e = registry.find(name); e != nullptr && e->in_flight > 0) --e->in_flight;
   }
 
   // librdkafka looks a topic it has not produced to up only on its one-second topic scan, which
@@ -252,11 +304,17 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
 
   // Pauses or resumes every partition this producer knows, as the guard decided.
   void set_paused(bool pause, Clock::time_point now) {
+    // Topics with nothing in flight are paused too when they are still open: harmless.
+    std::vector<std::pair<std::string, int32_t>> known;
+    {
+      std::lock_guard lock(registry.mu);
+      for (const TopicEntry& e : registry.lru) {
+        if (e.partitions > 0) known.emplace_back(e.name, e.partitions);
+      }
+    }
     rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(16);
-    for (const auto& state : topic_states) {
-      const int32_t n = state->partitions.load(std::memory_order_relaxed);
-      for (int32_t p = 0; p < n; ++p)
-        rd_kafka_topic_partition_list_add(list, state->name.c_str(), p);
+    for (const auto& [name, n] : known) {
+      for (int32_t p = 0; p < n; ++p) rd_kafka_topic_partition_list_add(list, name.c_str(), p);
     }
     if (pause) {
       rd_kafka_pause_partitions(rk.get(), list);
@@ -301,6 +359,7 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
 
   static void dr_cb(rd_kafka_t*, const rd_kafka_message_t* msg, void* opaque) {
     auto* self = static_cast<Impl*>(opaque);
+    self->delivered(rd_kafka_topic_name(msg->rkt));
     if (t_on_worker) {
       // Served inside a transaction call on the worker: the handler runs on the io_context.
       Delivery d;
@@ -479,6 +538,7 @@ Producer::Producer(boost::asio::any_io_executor executor, const ProducerConfig& 
     std::size_t size = name.size();
     if (rd_kafka_topic_conf_get(tconf, "partitioner", name.data(), &size) == RD_KAFKA_CONF_OK) {
       impl_->partitioner = builtin_partitioner(name.data());
+      impl_->registry.partitioner = impl_->partitioner;
     }
   }
   rd_kafka_conf_set_opaque(conf.get(), impl_.get());
@@ -510,15 +570,24 @@ Producer::~Producer() {
   boost::system::error_code ignored;
   impl_->event_fd.cancel(ignored);
   impl_->main_queue.reset();
-  impl_->topics.clear();
+  {
+    // Closed before rk is destroyed (entries closed here are no longer found by the partitioner).
+    std::list<TopicEntry> open;
+    {
+      std::lock_guard lock(impl_->registry.mu);
+      impl_->registry.index.clear();
+      open.swap(impl_->registry.lru);
+      impl_->last_topic = nullptr;
+    }
+  }
   // Reports of purged messages are served now and discarded: the relay no longer listens.
   impl_->on_delivery = [](const Delivery&) {};
   impl_->rk.reset();
 }
 
 ProduceResult Producer::produce(const Record& record, std::uint64_t opaque) {
-  rd_kafka_topic_t* topic = impl_->topic(record.topic);
-  if (topic == nullptr) {
+  TopicEntry* entry = impl_->topic(record.topic);
+  if (entry == nullptr) {
     return {ProduceStatus::kFailed,
             std::string("cannot create topic handle: ") + rd_kafka_err2str(rd_kafka_last_error())};
   }
@@ -533,8 +602,13 @@ ProduceResult Producer::produce(const Record& record, std::uint64_t opaque) {
   std::size_t value_len = record.value ? record.value->size() : 0;
   const void* key = record.key ? record.key->data() : nullptr;
   std::size_t key_len = record.key ? record.key->size() : 0;
+  {
+    // Before producev: its report may be served on the transaction worker at once.
+    std::lock_guard lock(impl_->registry.mu);
+    ++entry->in_flight;
+  }
   rd_kafka_resp_err_t err = rd_kafka_producev(
-      impl_->rk.get(), RD_KAFKA_V_RKT(topic), RD_KAFKA_V_PARTITION(record.partition),
+      impl_->rk.get(), RD_KAFKA_V_RKT(entry->handle.get()), RD_KAFKA_V_PARTITION(record.partition),
       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_VALUE(value, value_len),
       RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_HEADERS(headers),
       RD_KAFKA_V_TIMESTAMP(record.timestamp_ms),
@@ -544,17 +618,17 @@ ProduceResult Producer::produce(const Record& record, std::uint64_t opaque) {
     // A record with its own partition bypasses the partitioner, which counts the partitions the
     // stall guard pauses: count that one here (the count only grows).
     if (record.partition >= 0 && impl_->partitioner != nullptr) {
-      auto* state = static_cast<TopicState*>(rd_kafka_topic_opaque(topic));
-      int32_t known = state->partitions.load(std::memory_order_relaxed);
-      while (known <= record.partition &&
-             !state->partitions.compare_exchange_weak(known, record.partition + 1,
-                                                      std::memory_order_relaxed)) {
-      }
+      std::lock_guard lock(impl_->registry.mu);
+      entry->partitions = std::max(entry->partitions, record.partition + 1);
     }
     impl_->on_produced();
     return {ProduceStatus::kQueued, {}, false};
   }
   // On failure the headers were not taken over and no delivery report will come.
+  {
+    std::lock_guard lock(impl_->registry.mu);
+    --entry->in_flight;
+  }
   rd_kafka_headers_destroy(headers);
   if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) return {ProduceStatus::kQueueFull, {}, false};
   return {ProduceStatus::kFailed,

@@ -445,6 +445,26 @@ Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
     p.message = message;
     return poison_in_stream(p);
   }
+  // --max-topics: librdkafka keeps state for every topic produced to until the process ends, so
+  // an outbox writer choosing ever new aggregate types would grow the relay without end.
+  if (config_.nats.urls.empty() && topics_.find(ev.topic) == topics_.end()) {
+    if (topics_.size() >= config_.max_topics) {
+      Poison p{ev.id,
+               ev.key,
+               ev.value,
+               ev.type,
+               ev.topic,
+               source(),
+               "its topic would be distinct topic number " + std::to_string(topics_.size() + 1) +
+                   " of this process, past --max-topics " + std::to_string(config_.max_topics),
+               "TOO_MANY_TOPICS",
+               false,
+               extra};
+      p.message = message;
+      return poison_in_stream(p);
+    }
+    topics_.emplace(ev.topic);
+  }
   if (!parked_.empty() || parked_null_key_ || parked_all_) {
     if (is_parked(ev.key)) {
       Poison p{ev.id,

@@ -226,5 +226,44 @@ TEST_F(HostileIntegration, ManyParkedAggregatesKeepTheMemoryBounded) {
   expect_graceful_stop(relay);
 }
 
+// An outbox writer choosing ever new aggregate types: librdkafka keeps state for every topic the
+// process produced to (about 17-23 KB each, measured), so --max-topics bounds the distinct topics;
+// an event rendering one more is poison, here dead-lettered. After the first 1,000 rows (200
+// topics, 800 refused), 3,000 more of new types do not grow the relay (the previous binary grew by
+// about 23 KB per topic, and had no such flag), every refused row is dead-lettered with
+// TOO_MANY_TOPICS, and the slot is confirmed past them all.
+TEST_F(HostileIntegration, ManyDistinctTopicsKeepTheMemoryBounded) {
+  create_outbox_table();
+  const std::string dlq = topics_[1];
+  ASSERT_NO_THROW(create_topic(brokers_, dlq, 1, 1));
+  const std::uint16_t port = free_port();
+  metrics_addr_ = "127.0.0.1:" + std::to_string(port);
+  RelayProcess& relay =
+      start_relay({"--on-error", "dlq", "--dlq-topic", dlq, "--max-topics", "200"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  const auto insert_rows = [&](int first, int last) {
+    pg_->exec("INSERT INTO " + qualified_table() +
+              " (aggregatetype, aggregateid, type, payload) SELECT '" + aggregatetypes_[0] +
+              "-' || g, 'k' || g, 'T', '{}' FROM generate_series(" + std::to_string(first) + ", " +
+              std::to_string(last) + ") g");
+    return expect_confirmed_reaches(pg_->current_wal_lsn(), 90s);
+  };
+  ASSERT_TRUE(insert_rows(1, 1000)) << tail_file(relay.log_path(), 20);
+  const long rss_1k = rss_kib(relay.pid());
+  ASSERT_TRUE(insert_rows(1001, 4000)) << tail_file(relay.log_path(), 20);
+  const long rss_4k = rss_kib(relay.pid());
+  ASSERT_GT(rss_1k, 0);
+  RecordProperty("rss_kib_after_1k", std::to_string(rss_1k));
+  RecordProperty("rss_kib_after_4k", std::to_string(rss_4k));
+  EXPECT_LT(rss_4k - rss_1k, 8 * 1024)
+      << "RSS " << rss_1k << " KiB after 1,000 distinct types, " << rss_4k << " KiB after 4,000";
+  const auto samples = parse_samples(http_get(port, "/metrics").body);
+  EXPECT_EQ(sample_value(samples, "outbox_relay_delivery_errors_total{reason=\"TOO_MANY_TOPICS\"}"),
+            3800.0);
+  EXPECT_GE(topic_end_offset_sum(brokers_, dlq), 3800) << "every refused row is dead-lettered";
+  EXPECT_TRUE(relay.is_running());
+  expect_graceful_stop(relay);
+}
+
 }  // namespace
 }  // namespace outbox_test

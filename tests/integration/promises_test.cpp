@@ -324,6 +324,14 @@ TEST_F(Promises, IgnoredMessagesCountedWithTheirValue) {
   const std::string other = "other-" + suffix_;
   const std::uint16_t port = free_port();
   metrics_addr_ = "127.0.0.1:" + std::to_string(port);
+  // The precondition of --messages, as docs/security.md gives it to run by hand: PUBLIC may not
+  // emit (else the relay refuses with exit 5). Its own step, so the test passes alone and in any
+  // order, not only after a messages test revoked it in the same database.
+  pg_->exec(
+      "DO $$ DECLARE f regprocedure; BEGIN FOR f IN SELECT p.oid::regprocedure FROM "
+      "pg_catalog.pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.proname = "
+      "'pg_logical_emit_message' LOOP EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', "
+      "f); END LOOP; END $$");
   RelayProcess& relay = start_relay({"--messages", prefix});
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
   // Three messages of another prefix: two in one transaction, one alone (non-transactional).

@@ -264,6 +264,45 @@ TEST_F(PipelineTest, AnEventForTheRelaysOwnTopicsIsDeadLetteredUnderDlq) {
   EXPECT_EQ(p.confirmable(), Lsn{0x1010});
 }
 
+// --max-topics: an event rendering a topic past the first N distinct ones of the process is
+// poison (dead-lettered under dlq, its aggregate parked); the N topics keep flowing.
+TEST_F(PipelineTest, AnEventPastMaxTopicsIsDeadLetteredUnderDlq) {
+  config_.max_topics = 2;
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a", "t1")), Step::kDone);
+  ASSERT_EQ(step(insert("e2", "b", "t2")), Step::kDone);
+  ASSERT_EQ(step(insert("e3", "c", "t3")), Step::kDone);  // a third topic
+  ASSERT_EQ(step(insert("e4", "d", "t1")), Step::kDone);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 4u);
+  EXPECT_EQ(sink_.records[0].topic, "outbox.event.t1");
+  EXPECT_EQ(sink_.records[1].topic, "outbox.event.t2");
+  EXPECT_EQ(sink_.records[2].topic, "dlq");
+  EXPECT_NE(sink_.records[2].error_header.find("past --max-topics 2"), std::string::npos)
+      << sink_.records[2].error_header;
+  EXPECT_EQ(sink_.records[3].topic, "outbox.event.t1");
+  EXPECT_EQ(metrics_.delivery_errors["TOO_MANY_TOPICS"], 1u);
+  for (const auto& r : std::vector<Produced>(sink_.records)) report(r, true);
+  EXPECT_EQ(p.confirmable(), Lsn{0x1010});
+}
+
+TEST_F(PipelineTest, AnEventPastMaxTopicsStopsTheRelayUnderFail) {
+  config_.max_topics = 1;
+  config_.on_error = OnError::kFail;
+  pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a", "t1")), Step::kDone);
+  try {
+    step(insert("e2", "b", "t2"));
+    FAIL() << "an event past --max-topics must not be produced";
+  } catch (const FatalError& e) {
+    EXPECT_EQ(e.fatal.code, kExitPoisonEvent);
+    EXPECT_NE(e.fatal.message.find("--max-topics 1"), std::string::npos) << e.fatal.message;
+  }
+  ASSERT_EQ(sink_.records.size(), 1u);
+}
+
 // A dead-letter record too large itself (a huge key or aggregate type, which the topic header
 // and the error repeat) goes compact: no value, fields cut, outbox.truncated saying so; its
 // acknowledgement counts for the event and the relay goes on.

@@ -245,6 +245,8 @@ class Pipeline {
   bool parked_all_ = false;  // the bound below was reached: every aggregate is parked
   static constexpr std::size_t kMaxParkedAggregates = 100'000;
   static constexpr std::size_t kMaxParkedKeyBytes = 64 << 20;
+  // Distinct topics events went to (Kafka only), at most config_.max_topics (see produce_event()).
+  std::unordered_set<std::string, StringHash, std::equal_to<>> topics_;
   // Ids of records a refused batch failed: each is sent alone when the stream brings it again.
   std::unordered_set<std::string, StringHash, std::equal_to<>> suspects_;
   bool isolation_inflight_ = false;  // a record sent alone awaits its report

@@ -67,6 +67,10 @@ struct RelayConfig {
   std::size_t max_inflight_bytes = 16u << 20;
   OnError on_error = OnError::kFail;
   std::string dlq_topic = "outbox.dlq";
+  // Distinct Kafka topics events may go to in this process's life: an event rendering another one
+  // is poison. librdkafka keeps state for every topic produced to until the process ends
+  // (docs/security.md, bounds).
+  std::size_t max_topics = 10'000;
   // Exactly-once: each Kafka transaction carries whole PostgreSQL transactions and, in the same
   // transaction, the end position of the last one as a record of checkpoint_topic (compacted;
   // key: system identifier/slot). The slot is confirmed only after the Kafka commit. The
