@@ -284,6 +284,64 @@ TEST_P(NatsPgRestart, RelayReconnectsEveryEventStoredOnce) {
 INSTANTIATE_TEST_SUITE_P(Modes, NatsPgRestart, ::testing::Values("fast", "immediate"),
                          [](const auto& info) { return info.param; });
 
+// setup --nats --nats-stream: creates the stream capturing what the topic template renders and
+// the dead-letter subject, with the duplicate window asked for; the relay's events land in it.
+// Run again, it checks the stream and changes nothing; a stream that does not fit (a shorter
+// duplicate window, subjects it does not capture) is a one-line error, exit 1.
+TEST_F(NatsRelay, SetupCreatesTheStreamTheRelayPublishesInto) {
+  create_outbox_table();
+  const std::string prefix = "setup" + suffix_;
+  const std::string topic = prefix + ".${aggregatetype}";
+  auto setup = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"setup",           "--pg",        conninfo_,   "--table",
+                                     qualified_table(), "--slot",      slot_,       "--publication",
+                                     publication_,      "--nats",      nats_,       "--nats-stream",
+                                     stream_,           "--dlq-topic", dlq_subject_};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_to_end(relay_bin_, args, log_path("setup_out"), log_path("setup_err"), 60s);
+  };
+  const CommandResult created = setup({"--topic", topic, "--nats-duplicate-window", "3m"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  EXPECT_NE(created.out.find("stream " + stream_ + ": created (file storage, subjects " + prefix +
+                             ".>, " + dlq_subject_ + ", duplicate window 3m)"),
+            std::string::npos)
+      << created.out;
+
+  RelayProcess& relay = start_relay({"--topic", topic});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 4, 1, 20, false));
+  const Lsn after = pg_->current_wal_lsn();
+  std::vector<Stored> messages;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        messages = stored();
+        return messages.size() >= 20;
+      },
+      60s, 100ms))
+      << messages.size() << " of 20 stored; relay log:\n"
+      << tail_file(relay.log_path(), 20);
+  EXPECT_TRUE(expect_confirmed_reaches(after, 30s));
+  EXPECT_EQ(stored().size(), 20u);
+  for (const Stored& m : messages) EXPECT_EQ(m.subject, prefix + "." + aggregatetype_);
+  expect_graceful_stop(relay);
+
+  const CommandResult again = setup({"--topic", topic});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("stream " + stream_ + ": exists, fits"), std::string::npos) << again.out;
+  const CommandResult longer = setup({"--topic", topic, "--nats-duplicate-window", "10m"});
+  EXPECT_EQ(longer.exit_code, 1);
+  EXPECT_NE(longer.err.find("JetStream stream " + stream_ +
+                            " exists but its duplicate window is 3m, shorter than 10m"),
+            std::string::npos)
+      << longer.err;
+  const std::string other = "other" + suffix_ + ".${aggregatetype}";
+  const CommandResult elsewhere = setup({"--topic", other});
+  EXPECT_EQ(elsewhere.exit_code, 1);
+  EXPECT_NE(elsewhere.err.find("does not capture other" + suffix_ + ".>"), std::string::npos)
+      << elsewhere.err;
+  EXPECT_EQ(stored().size(), 20u);
+}
+
 // A record the stream refuses (over its max_msg_size) under --on-error fail: exit 3 naming it,
 // the slot not confirmed past it.
 TEST_F(NatsRelay, PoisonFailStopsBeforeIt) {
