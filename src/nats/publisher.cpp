@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <charconv>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -17,6 +18,7 @@
 #include <unordered_map>
 
 #include "errors.hpp"
+#include "outbox/nats/stream_client.hpp"
 
 namespace outbox::nats {
 
@@ -860,6 +862,91 @@ StreamCheck create_or_check_stream(const PublisherConfig& config, const std::str
   } catch (const ConfigError& e) {
     return {false, e.what()};
   }
+}
+
+// ---- reading a stream back (stream_client.hpp) ---------------------------------------------
+
+struct StreamClient::Impl {
+  OptionsPtr options;
+  ConnectionPtr connection;
+  JsPtr js;
+};
+
+StreamClient::StreamClient(const PublisherConfig& config, std::chrono::milliseconds timeout)
+    : impl_(std::make_unique<Impl>()) {
+  try {
+    impl_->options = make_options(config);
+  } catch (const ConfigError& e) {
+    throw std::runtime_error(e.what());
+  }
+  check(natsOptions_SetTimeout(impl_->options.get(), timeout.count()), "NATS options");
+  natsConnection* nc = nullptr;
+  natsStatus s = natsConnection_Connect(&nc, impl_->options.get());
+  if (s != NATS_OK)
+    throw std::runtime_error("NATS connect to " + config.urls + ": " + last_error(s));
+  impl_->connection.reset(nc);
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = timeout.count();
+  jsCtx* js = nullptr;
+  s = natsConnection_JetStream(&js, nc, &jo);
+  if (s != NATS_OK) throw std::runtime_error("NATS JetStream context: " + last_error(s));
+  impl_->js.reset(js);
+}
+
+StreamClient::~StreamClient() = default;
+
+StreamState StreamClient::state(const std::string& stream) {
+  jsStreamInfo* si_raw = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  const natsStatus s = js_GetStreamInfo(&si_raw, impl_->js.get(), stream.c_str(), nullptr, &code);
+  StreamInfoPtr si(si_raw);
+  if (s != NATS_OK) {
+    throw std::runtime_error("cannot read JetStream stream " + stream + ": " + last_error(s));
+  }
+  return {si->State.Msgs, si->State.FirstTime, si->State.LastTime};
+}
+
+std::vector<StoredMessage> StreamClient::messages(const std::string& stream) {
+  jsStreamInfo* si_raw = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&si_raw, impl_->js.get(), stream.c_str(), nullptr, &code);
+  StreamInfoPtr si(si_raw);
+  if (s != NATS_OK) {
+    throw std::runtime_error("cannot read JetStream stream " + stream + ": " + last_error(s));
+  }
+  std::vector<StoredMessage> out;
+  const std::uint64_t last = si->State.LastSeq;
+  for (std::uint64_t seq = si->State.FirstSeq; seq != 0 && seq <= last; ++seq) {
+    natsMsg* raw = nullptr;
+    s = js_GetMsg(&raw, impl_->js.get(), stream.c_str(), seq, nullptr, &code);
+    MsgPtr m(raw);
+    if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) continue;  // deleted
+    if (s != NATS_OK) {
+      throw std::runtime_error("cannot read message " + std::to_string(seq) + " of " + stream +
+                               ": " + last_error(s));
+    }
+    StoredMessage st;
+    st.seq = seq;
+    st.subject = natsMsg_GetSubject(m.get());
+    st.data.assign(natsMsg_GetData(m.get()),
+                   static_cast<std::size_t>(natsMsg_GetDataLength(m.get())));
+    const char** keys = nullptr;
+    int n = 0;
+    if (natsMsgHeader_Keys(m.get(), &keys, &n) == NATS_OK) {
+      for (int i = 0; i < n; ++i) {
+        const char** values = nullptr;
+        int nv = 0;
+        if (natsMsgHeader_Values(m.get(), keys[i], &values, &nv) == NATS_OK) {
+          for (int j = 0; j < nv; ++j) st.headers.emplace_back(keys[i], values[j]);
+          std::free(static_cast<void*>(values));
+        }
+      }
+      std::free(static_cast<void*>(keys));
+    }
+    out.push_back(std::move(st));
+  }
+  return out;
 }
 
 }  // namespace outbox::nats
