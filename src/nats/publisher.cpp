@@ -907,6 +907,14 @@ StreamState StreamClient::state(const std::string& stream) {
   return {si->State.Msgs, si->State.FirstTime, si->State.LastTime};
 }
 
+void StreamClient::remove(const std::string& stream) {
+  jsErrCode code = static_cast<jsErrCode>(0);
+  const natsStatus s = js_DeleteStream(impl_->js.get(), stream.c_str(), nullptr, &code);
+  if (s != NATS_OK) {
+    throw std::runtime_error("cannot delete JetStream stream " + stream + ": " + last_error(s));
+  }
+}
+
 std::vector<StoredMessage> StreamClient::messages(const std::string& stream) {
   jsStreamInfo* si_raw = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);

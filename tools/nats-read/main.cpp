@@ -5,6 +5,8 @@
 //   outbox-nats-read --nats URL --stream NAME --wait-count N [--timeout-s S]
 //       waits until the stream holds at least N messages, then prints the storage times of its
 //       first and last ones (ns since the epoch) on one line; exit 1 after S seconds (default 60)
+//   outbox-nats-read --nats URL --stream NAME --delete 1
+//       deletes the stream (the bench's, once measured)
 // Exit codes: 0 done, 1 the server or the stream failed (or the wait timed out), 2 bad flags.
 #include <chrono>
 #include <cstdio>
@@ -20,7 +22,7 @@ namespace {
 int usage(const char* why) {
   std::fprintf(stderr,
                "outbox-nats-read: %s\nusage: outbox-nats-read --nats URL --stream NAME "
-               "[--wait-count N [--timeout-s S]]\n",
+               "[--wait-count N [--timeout-s S] | --delete 1]\n",
                why);
   return 2;
 }
@@ -32,6 +34,7 @@ int main(int argc, char** argv) {
   std::string stream;
   long long wait_count = -1;
   long long timeout_s = 60;
+  long long remove = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) return usage((flag + ": needs a value").c_str());
@@ -41,12 +44,12 @@ int main(int argc, char** argv) {
       config.urls = value;
     } else if (flag == "--stream") {
       stream = value;
-    } else if (flag == "--wait-count" || flag == "--timeout-s") {
+    } else if (flag == "--wait-count" || flag == "--timeout-s" || flag == "--delete") {
       const long long n = std::strtoll(value.c_str(), &end, 10);
       if (value.empty() || *end != '\0' || n < 0) {
         return usage((flag + ": not a count: " + value).c_str());
       }
-      (flag == "--wait-count" ? wait_count : timeout_s) = n;
+      (flag == "--wait-count" ? wait_count : flag == "--delete" ? remove : timeout_s) = n;
     } else {
       return usage(("unknown flag " + flag).c_str());
     }
@@ -54,6 +57,10 @@ int main(int argc, char** argv) {
   if (config.urls.empty() || stream.empty()) return usage("--nats and --stream are required");
   try {
     outbox::nats::StreamClient client(config, std::chrono::seconds(10));
+    if (remove != 0) {
+      client.remove(stream);
+      return 0;
+    }
     if (wait_count >= 0) {
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
       for (;;) {

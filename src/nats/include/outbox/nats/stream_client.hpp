@@ -41,6 +41,8 @@ class StreamClient {
   StreamState state(const std::string& stream);
   // Every message in the stream, in stream order.
   std::vector<StoredMessage> messages(const std::string& stream);
+  // Deletes the stream and its messages; throws std::runtime_error when it cannot.
+  void remove(const std::string& stream);
 
  private:
   struct Impl;
