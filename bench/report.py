@@ -12,7 +12,7 @@ import statistics
 import sys
 
 CONSUMERS = ["decoder", "recvlogical", "drain", "relay", "relay_eos", "relay_msg", "relay_tls",
-             "debezium"]
+             "relay_nats", "debezium"]
 LABEL = {
     "decoder": "decoder alone (pg_logical_slot_get_binary_changes)",
     "recvlogical": "pg_recvlogical (pgoutput, to /dev/null)",
@@ -21,6 +21,7 @@ LABEL = {
     "relay_eos": "outbox-relay --delivery exactly-once (until last commit, read_committed)",
     "relay_msg": "outbox-relay --messages (the same events as logical messages, until last ack)",
     "relay_tls": "outbox-relay through SASL_SSL (PLAIN over TLS, until last ack)",
+    "relay_nats": "outbox-relay --nats (NATS JetStream instead of Kafka, until the stream holds every event)",
     "debezium": "Debezium 3.6 + outbox router (Connect standalone)",
 }
 WORKLOAD = {
@@ -118,6 +119,8 @@ def render(doc):
             parts.append(f"exactly-once/at-least-once **{fnum(r['relay_eos_over_relay'], 2)}**")
         if r.get("relay_msg_over_relay"):
             parts.append(f"messages/table **{fnum(r['relay_msg_over_relay'], 2)}**")
+        if r.get("relay_nats_over_relay"):
+            parts.append(f"JetStream/Kafka **{fnum(r['relay_nats_over_relay'], 2)}**")
         if r.get("relay_over_relay_w1"):
             parts.append(f"relay on {wl}/relay on W1 **{fnum(r['relay_over_relay_w1'], 2)}** "
                          f"(pg_recvlogical on {wl}/on W1 {fnum(r.get('recvlogical_over_recvlogical_w1'), 2)})")
@@ -234,6 +237,7 @@ def main():
             "relay_tls_over_relay": ratio(wl, "relay_tls", "relay"),
             "relay_eos_over_relay": ratio(wl, "relay_eos", "relay"),
             "relay_msg_over_relay": ratio(wl, "relay_msg", "relay"),
+            "relay_nats_over_relay": ratio(wl, "relay_nats", "relay"),
             "drain_over_decoder": ratio(wl, "drain", "decoder"),
         }
         if wl in ("W1B", "W1T"):

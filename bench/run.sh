@@ -3,8 +3,11 @@
 # (pg_logical_slot_get_binary_changes), pg_recvlogical, a walsender ceiling (bench_tool drain)
 # and Debezium, on the same slot contents. scripts/bench.sh runs this script.
 #
-#   bench/run.sh            full run: W1, W2, W3 x 3 repetitions x 7 consumers (the relay on
-#                           PLAINTEXT, with --delivery exactly-once, and through SASL_SSL),
+#   bench/run.sh            full run: W1, W2, W3 x 3 repetitions x 8 consumers (the relay on
+#                           PLAINTEXT, with --delivery exactly-once, through SASL_SSL, and
+#                           to NATS JetStream with --nats: relay_nats, when nats-server is
+#                           installed; scripts/nats-up.sh starts it, and the bench stops it
+#                           again if it was not running),
 #                           latency run,
 #                           micro-benchmark; results in bench/results/ (markdown + JSON)
 #   bench/run.sh --quick    smoke run for CI (< 1 min): tiny workloads, 1 repetition, no
@@ -106,7 +109,7 @@ BROKERS="$("$REPO/scripts/kafka-up.sh")"
 log "PostgreSQL: $PG; Kafka: $BROKERS"
 
 BUILD="$REPO/build-bench"
-targets=(bench_tool)
+targets=(bench_tool outbox-nats-read)
 [ "$MICRO" = 1 ] && targets+=(bench_decode_map)
 [ -z "${OUTBOX_RELAY_BIN:-}" ] && targets+=(outbox-relay)
 gen=(-G Ninja)
@@ -170,6 +173,30 @@ if grep -q -- '--delivery' <<<"$relay_help"; then
 else
   log "a relay without --delivery: no relay_eos row"
 fi
+# The relay to NATS JetStream (--nats) beside Kafka, on the same slot contents, when the relay
+# has --nats and nats-server is installed (scripts/nats-up.sh starts it; stopped at the end if
+# it was not running before).
+NATS_READ="$BUILD/outbox-nats-read"
+BENCH_STARTED_NATS=0
+if ! grep -q -- '--nats' <<<"$relay_help"; then
+  log "a relay without --nats: no relay_nats row"
+elif ! command -v nats-server >/dev/null && [ ! -x /usr/sbin/nats-server ] &&
+  [ -z "${OUTBOX_NATS_SERVER:-}" ]; then
+  log "no nats-server installed (scripts/install-deps.sh): no relay_nats row"
+else
+  nats_pid >/dev/null || BENCH_STARTED_NATS=1
+  NATS="$("$REPO/scripts/nats-up.sh")"
+  log "NATS JetStream: $NATS"
+  CONSUMERS+=(relay_nats)
+fi
+stop_bench_nats() {
+  [ -n "${NATS_LAST_STREAM:-}" ] &&
+    { "$NATS_READ" --nats "$NATS" --stream "$NATS_LAST_STREAM" --delete 1 >/dev/null 2>&1 || true; }
+  if [ "$BENCH_STARTED_NATS" = 1 ]; then
+    "$REPO/scripts/nats-down.sh" >/dev/null 2>&1 || true
+  fi
+}
+trap stop_bench_nats EXIT
 [ "$DEBEZIUM" = 1 ] && CONSUMERS+=(debezium)
 if [ "$MESSAGES" = 1 ] && ! grep -q -- '--messages' <<<"$relay_help"; then
   log "a relay without --messages: no relay_msg row"
@@ -191,6 +218,7 @@ prepare_rep() {
   for c in "${CONSUMERS[@]}"; do
     [ "$c" = relay_tls ] && topics+=",$(relay_topic relay_tls "$wl" "$rep").order"
     [ "$c" = relay_eos ] && topics+=",$(relay_topic relay_eos "$wl" "$rep").order"
+    [ "$c" = relay_nats ] && create_nats_stream "$wl" "$rep"
   done
   [ "$DEBEZIUM" = 1 ] && topics+=",bench.$RUN_ID.$wl.$rep.dbz.order"
   "$TOOL" create-topics --brokers "$BROKERS" --topics "$topics"

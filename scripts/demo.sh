@@ -2,6 +2,8 @@
 # The main job end to end on this machine: installs what is missing, builds, starts PostgreSQL
 # and Kafka, creates an outbox table, runs the relay, writes sample events in transactions (one
 # rolled back), and prints what Kafka received, with keys and headers.
+# OUTBOX_DEMO_SINK=nats: the same story with NATS JetStream instead of Kafka (scripts/nats-up.sh;
+# `setup --nats-stream` creates the stream; tools/nats-read prints what the stream stored).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -10,9 +12,22 @@ cd "$REPO"
 "$REPO/scripts/install-deps.sh"
 log "building"
 [ -f build/CMakeCache.txt ] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build --target outbox-relay -j "$(nproc)" >/dev/null
+SINK="${OUTBOX_DEMO_SINK:-kafka}"
+case $SINK in
+  kafka | nats) ;;
+  *) die "OUTBOX_DEMO_SINK=$SINK: kafka (the default) or nats" ;;
+esac
+if [ "$SINK" = nats ]; then
+  cmake --build build --target outbox-relay outbox-nats-read -j "$(nproc)" >/dev/null
+else
+  cmake --build build --target outbox-relay -j "$(nproc)" >/dev/null
+fi
 PG=$("$REPO/scripts/pg-up.sh")
-BROKERS=$("$REPO/scripts/kafka-up.sh")
+if [ "$SINK" = nats ]; then
+  NATS=$("$REPO/scripts/nats-up.sh")
+else
+  BROKERS=$("$REPO/scripts/kafka-up.sh")
+fi
 RUN="demo$(date +%s)"  # fresh names: a rerun shows only its own events
 
 log "creating table public.outbox_$RUN"
@@ -28,10 +43,22 @@ CREATE TABLE public.outbox_$RUN (
 SQL
 
 LOG="$LOCAL_DIR/demo-relay.log"
-log "starting outbox-relay (log: $LOG)"
-build/outbox-relay --pg "$PG" --brokers "$BROKERS" --table "public.outbox_$RUN" \
-  --slot "$RUN" --publication "$RUN" --topic "demo.$RUN.\${aggregatetype}" \
-  --status-interval 1s >"$LOG" 2>&1 &
+if [ "$SINK" = nats ]; then
+  STREAM="DEMO_$RUN"
+  log "setup: the publication, the slot and the JetStream stream $STREAM"
+  build/outbox-relay setup --pg "$PG" --table "public.outbox_$RUN" --slot "$RUN" \
+    --publication "$RUN" --nats "$NATS" --nats-stream "$STREAM" \
+    --topic "demo.$RUN.\${aggregatetype}" --dlq-topic "demo.$RUN.dlq"
+  log "starting outbox-relay --nats $NATS (log: $LOG)"
+  build/outbox-relay --pg "$PG" --nats "$NATS" --table "public.outbox_$RUN" \
+    --slot "$RUN" --publication "$RUN" --topic "demo.$RUN.\${aggregatetype}" \
+    --status-interval 1s >"$LOG" 2>&1 &
+else
+  log "starting outbox-relay (log: $LOG)"
+  build/outbox-relay --pg "$PG" --brokers "$BROKERS" --table "public.outbox_$RUN" \
+    --slot "$RUN" --publication "$RUN" --topic "demo.$RUN.\${aggregatetype}" \
+    --status-interval 1s >"$LOG" 2>&1 &
+fi
 RELAY=$!
 cleanup() {
   kill -TERM "$RELAY" 2>/dev/null && wait "$RELAY" 2>/dev/null
@@ -63,6 +90,18 @@ ROLLBACK;
 INSERT INTO outbox_$RUN (aggregatetype, aggregateid, type, payload)
   VALUES ('Order', 'order-1001', 'OrderShipped', '{"orderId": 1001, "carrier": "DHL"}');
 SQL
+
+if [ "$SINK" = nats ]; then
+  build/outbox-nats-read --nats "$NATS" --stream "$STREAM" --wait-count 4 --timeout-s 60 \
+    >/dev/null || die "events did not arrive; see $LOG"
+  echo
+  echo "== stream $STREAM (subjects demo.$RUN.>, in the order JetStream stored them)"
+  build/outbox-nats-read --nats "$NATS" --stream "$STREAM"
+  echo
+  psql "$PG" -qXAt -c "SELECT 'slot ' || slot_name || ' confirmed_flush_lsn=' || confirmed_flush_lsn || ' (server at ' || pg_current_wal_lsn() || ')' FROM pg_replication_slots WHERE slot_name = '$RUN'"
+  echo "(the rolled-back order-666 event never reached JetStream; relay log: $LOG)"
+  exit 0
+fi
 
 count_topic() {
   kcat -b "$BROKERS" -C -t "$1" -e -q -f '%o\n' 2>/dev/null | wc -l

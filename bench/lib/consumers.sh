@@ -5,14 +5,16 @@
 # Throughput: run_<consumer> WORKLOAD REP SLOT EVENTS PAYLOAD_BYTES END_LSN, consumer one of
 # decoder, recvlogical, drain, relay, relay_eos (--delivery exactly-once), relay_msg (--messages,
 # on a load of logical decoding messages instead of inserts), relay_tls (the relay
-# through the broker's SASL_SSL listener, PLAIN over TLS), debezium. Each reads its slot up to END_LSN (or until
+# through the broker's SASL_SSL listener, PLAIN over TLS), relay_nats (the relay publishing to
+# NATS JetStream with --nats), debezium. Each reads its slot up to END_LSN (or until
 # EVENTS records are in Kafka), appends one line to $RUNS (record), prints nothing and returns
 # non-zero on failure. Its files go to $WORK/WORKLOAD.REP.CONSUMER/.
 # Latency: run_latency RATE SECONDS OUT (the relay under paced inserts; one key=value line in OUT).
 #
 # Globals from the driver: WORK, RUN_ID, PG, BROKERS, RELAY, RELAY_ARGS and RELAY_TABLES (arrays),
 # RELAY_HAS_METRICS, TOOL, TIMEOUT, DBZ_LIBS, REPO; for relay_tls SASL_BROKERS and
-# SASL_CONFIG (a --kafka-config file).
+# SASL_CONFIG (a --kafka-config file); for relay_nats NATS (the server's URL) and NATS_READ
+# (build-bench/outbox-nats-read).
 
 # start_relay DIR SLOT TOPIC: starts the relay in the background with the command line of every
 # relay run of the bench (built here only, so the throughput and the latency runs cannot drift
@@ -22,7 +24,9 @@
 # the relay has no /metrics). With BROKERS and a KAFKA_CONFIG file: those instead of $BROKERS.
 start_relay() {
   local d=$1 slot=$2 topic=$3 brokers=${4:-$BROKERS} kafka_config=${5:-}
-  local argv=("$RELAY" --pg "$PG" --brokers "$brokers" --slot "$slot" --publication bench_pub
+  local sink=(--brokers "$brokers")
+  [ -n "${RELAY_NATS:-}" ] && sink=(--nats "$RELAY_NATS")
+  local argv=("$RELAY" --pg "$PG" "${sink[@]}" --slot "$slot" --publication bench_pub
     "${RELAY_TABLES[@]}" --topic "$topic.\${aggregatetype}" --no-create
     --status-interval 200ms --log-level warn)
   RELAY_METRICS_URL=""
@@ -120,8 +124,14 @@ run_relay() {
   local committed=()
   # Transactions: high watermarks also count commit markers; read the committed records.
   [ "$consumer" = relay_eos ] && committed=(--committed 1)
-  "$TOOL" wait-count --brokers "$BROKERS" --topic "$topic.order" --count "$n" \
-    --timeout-s "$TIMEOUT" "${committed[@]}" >"$d/acked" &
+  if [ "$consumer" = relay_nats ]; then
+    # The stream's storage times of its first and last messages once it holds them all.
+    "$NATS_READ" --nats "$NATS" --stream "$(nats_stream "$wl" "$rep")" --wait-count "$n" \
+      --timeout-s "$TIMEOUT" >"$d/acked" 2>"$d/acked.err" &
+  else
+    "$TOOL" wait-count --brokers "$BROKERS" --topic "$topic.order" --count "$n" \
+      --timeout-s "$TIMEOUT" "${committed[@]}" >"$d/acked" &
+  fi
   waiter=$!
   if ! wait_while_alive "$waiter" "$pid" relay; then
     kill "$confirmer" 2>/dev/null || true
@@ -161,6 +171,34 @@ run_relay_msg() {
   local rc=0
   run_relay "$1" "$2" "$3" "$4" "$5" "$6" relay_msg || rc=$?
   RELAY_EXTRA=()
+  return "$rc"
+}
+
+# nats_stream WL REP: the JetStream stream of a relay_nats run.
+nats_stream() { printf 'BENCH_%s_%s_%s\n' "$RUN_ID" "$1" "$2"; }
+
+# create_nats_stream WL REP: the stream of the repetition's relay_nats run (the relay's own
+# setup --nats-stream; the last repetition's is deleted first, to keep the server's store small),
+# capturing relay_topic's subjects.
+create_nats_stream() {
+  local wl=$1 rep=$2 d="$WORK/$1.$2.relay_nats"
+  mkdir -p "$d"
+  [ -n "${NATS_LAST_STREAM:-}" ] &&
+    { "$NATS_READ" --nats "$NATS" --stream "$NATS_LAST_STREAM" --delete 1 >/dev/null 2>&1 || true; }
+  NATS_LAST_STREAM=$(nats_stream "$wl" "$rep")
+  "$RELAY" setup --pg "$PG" --slot bench_relay_nats --publication bench_pub \
+    --table public.bench_outbox --nats "$NATS" --nats-stream "$NATS_LAST_STREAM" \
+    --topic "$(relay_topic relay_nats "$wl" "$rep").\${aggregatetype}" >"$d/setup" 2>&1 ||
+    { cat "$d/setup" >&2; return 1; }
+}
+
+# The relay publishing to NATS JetStream (--nats) instead of Kafka, the same slot contents:
+# counted when the stream holds every event.
+run_relay_nats() {
+  RELAY_NATS=$NATS
+  local rc=0
+  run_relay "$1" "$2" "$3" "$4" "$5" "$6" relay_nats || rc=$?
+  RELAY_NATS=""
   return "$rc"
 }
 

@@ -34,6 +34,22 @@ Flag publication_flag(std::string& target,
 
 Flag help_flag(bool& target) { return flags::stop("--help", target, "this text").also("-h"); }
 
+// The NATS server and security rows of run and setup.
+Table nats_flags(nats::PublisherConfig& n, std::string urls_help) {
+  return {
+      flags::text("--nats", "URL[,URL...]", n.urls, std::move(urls_help)),
+      flags::text("--nats-creds", "FILE", n.credentials_file,
+                  "NATS credentials file (user JWT and NKey seed) for --nats"),
+      flags::text("--nats-nkey", "FILE", n.nkey_seed_file,
+                  "file holding the NATS user NKey seed (SU...) for --nats"),
+      flags::text("--nats-tls-ca", "FILE", n.tls_ca_file,
+                  "CA certificates (PEM) to verify the NATS servers with; implies TLS"),
+      flags::text("--nats-tls-cert", "FILE", n.tls_cert_file,
+                  "client certificate (PEM) for NATS mutual TLS, with --nats-tls-key"),
+      flags::text("--nats-tls-key", "FILE", n.tls_key_file, "private key (PEM) of --nats-tls-cert"),
+  };
+}
+
 }  // namespace
 
 Table mapping_flags(mapping::MapperConfig& m, std::string table_help) {
@@ -116,6 +132,16 @@ Flag named(Flag row, std::string metavar) {
 Flag noting(Flag row, bool& given) {
   row.apply = [&given, apply = std::move(row.apply)](const std::string& f, const std::string& v) {
     given = true;
+    apply(f, v);
+  };
+  return row;
+}
+
+// The row, noting its name in `first` unless an earlier row did.
+Flag noting(Flag row, std::string& first) {
+  row.apply = [&first, name = row.name, apply = std::move(row.apply)](const std::string& f,
+                                                                      const std::string& v) {
+    if (first.empty()) first = name;
     apply(f, v);
   };
   return row;
@@ -258,30 +284,22 @@ Table run_flags(Options& o) {
       flags::count("--backlog-scan-limit", o.backlog_scan_limit,
                    "pgoutput messages one backlog count reads at most; beyond it the count is\n"
                    "a lower bound, the oldest event's age stays exact (default 10000)"),
-      flags::text("--nats", "URL[,URL...]", r.nats.urls,
-                  "NATS JetStream servers (nats:// or tls://) to publish to instead of\n"
-                  "--brokers: subject = the topic template, Nats-Msg-Id = the event id\n"
-                  "(docs/jetstream.md)"),
-      flags::text("--nats-creds", "FILE", r.nats.credentials_file,
-                  "NATS credentials file (user JWT and NKey seed) for --nats"),
-      flags::text("--nats-nkey", "FILE", r.nats.nkey_seed_file,
-                  "file holding the NATS user NKey seed (SU...) for --nats"),
-      flags::text("--nats-tls-ca", "FILE", r.nats.tls_ca_file,
-                  "CA certificates (PEM) to verify the NATS servers with; implies TLS"),
-      flags::text("--nats-tls-cert", "FILE", r.nats.tls_cert_file,
-                  "client certificate (PEM) for NATS mutual TLS, with --nats-tls-key"),
-      flags::text("--nats-tls-key", "FILE", r.nats.tls_key_file,
-                  "private key (PEM) of --nats-tls-cert"),
-      help_flag(o.help),
-      flags::stop("--version", o.version, "print the version"),
   };
+  Table nats = nats_flags(r.nats,
+                          "NATS JetStream servers (nats:// or tls://) to publish to instead of\n"
+                          "--brokers: subject = the topic template, Nats-Msg-Id = the event id\n"
+                          "(docs/jetstream.md)");
+  rest.insert(rest.end(), std::make_move_iterator(nats.begin()),
+              std::make_move_iterator(nats.end()));
+  rest.push_back(help_flag(o.help));
+  rest.push_back(flags::stop("--version", o.version, "print the version"));
   table.insert(table.end(), std::make_move_iterator(rest.begin()),
                std::make_move_iterator(rest.end()));
   return table;
 }
 
 Table setup_flags(SetupOptions& o) {
-  return {
+  Table table = {
       pg_flag(o.conninfo),
       slot_flag(o.slot),
       publication_flag(o.publication),
@@ -306,8 +324,35 @@ Table setup_flags(SetupOptions& o) {
              o.message_writers.push_back(value);
            })
           .argv_only(),
+  };
+  Table nats = nats_flags(o.nats,
+                          "NATS JetStream server (nats:// or tls://) on which to create, or\n"
+                          "check, the --nats-stream that `run --nats` publishes into");
+  table.insert(table.end(), std::make_move_iterator(nats.begin()),
+               std::make_move_iterator(nats.end()));
+  Table stream = {
+      flags::name("--nats-stream", o.nats_stream,
+                  "with --nats: create this JetStream stream (file storage) capturing the\n"
+                  "subjects --topic renders and --dlq-topic; an existing one is checked,\n"
+                  "not changed (docs/jetstream.md)"),
+      noting(flags::duration("--nats-duplicate-window", o.nats_duplicate_window,
+                             "the stream's duplicate window: re-sent events within it are\n"
+                             "stored once (default 2m; an existing stream needs at least it)",
+                             {std::chrono::seconds(1), Below::kIsBelow}),
+             o.stream_setting_given),
+      noting(flags::topic_template("--topic", o.topic_template,
+                                   "the relay's topic template, whose subjects the stream\n"
+                                   "captures (default 'outbox.event.${aggregatetype}':\n"
+                                   "outbox.event.>)"),
+             o.stream_setting_given),
+      noting(flags::name("--dlq-topic", o.dlq_subject,
+                         "the relay's dead-letter subject, also captured (default outbox.dlq)"),
+             o.stream_setting_given),
       help_flag(o.help),
   };
+  table.insert(table.end(), std::make_move_iterator(stream.begin()),
+               std::make_move_iterator(stream.end()));
+  return table;
 }
 
 Table status_flags(StatusOptions& o) {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "outbox/app/logging.hpp"  // json_string
+#include "outbox/nats/publisher.hpp"
 #include "outbox/pg/slot_changes.hpp"
 #include "outbox/relay/relay.hpp"  // exit codes
 
@@ -246,8 +247,40 @@ std::string format_status_json(const std::string& name, const std::optional<pg::
   return o;
 }
 
+namespace {
+
+// "2m", "90s", "1500ms".
+std::string duration_text(std::chrono::milliseconds d) {
+  const auto ms = d.count();
+  if (ms > 0 && ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
+  if (ms > 0 && ms % 1'000 == 0) return std::to_string(ms / 1'000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
+// setup --nats-stream: the stream created, or an existing one checked, before the database is
+// touched (a stream the relay cannot use leaves no slot retaining WAL behind). Exit code 1 and
+// one line when it cannot be made or does not fit.
+int setup_stream(const SetupOptions& o, std::ostream& out, std::ostream& err) {
+  const std::vector<std::string> subjects = nats_stream_subjects(o.topic_template, o.dlq_subject);
+  std::string listed;
+  for (const std::string& s : subjects) listed += (listed.empty() ? "" : ", ") + s;
+  const nats::StreamCheck r = nats::create_or_check_stream(
+      o.nats, o.nats_stream, subjects, o.nats_duplicate_window, std::chrono::seconds(10));
+  if (!r.error.empty()) return fail(err, "setup", r.error);
+  out << "stream " << o.nats_stream << ": "
+      << (r.created ? "created (file storage, subjects " : "exists, fits (captures ") << listed
+      << ", duplicate window " << (r.created ? "" : "at least ")
+      << duration_text(o.nats_duplicate_window) << ")\n";
+  return 0;
+}
+
+}  // namespace
+
 int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
   const std::string table = o.schema + "." + o.table;
+  if (!o.nats_stream.empty()) {
+    if (const int code = setup_stream(o, out, err); code != 0) return code;
+  }
   try {
     pg::AdminSession db(o.conninfo);
     const std::string wal_level = db.setting("wal_level");

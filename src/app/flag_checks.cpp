@@ -9,6 +9,8 @@
 
 #include "flags.hpp"
 #include "outbox/mapping/mapper.hpp"
+#include "outbox/mapping/topic_template.hpp"
+#include "outbox/nats/publisher.hpp"
 
 namespace outbox::app::flags {
 
@@ -144,6 +146,37 @@ void check_setup(const SetupOptions& o) {
   if (!o.message_writers.empty() && o.message_prefix.empty()) {
     throw flags::rejected("--message-writer", "needs --messages PREFIX");
   }
+  const auto& n = o.nats;
+  if (n.urls.empty()) {
+    const std::pair<const std::string*, const char*> nats_only[] = {
+        {&o.nats_stream, "--nats-stream"},     {&n.credentials_file, "--nats-creds"},
+        {&n.nkey_seed_file, "--nats-nkey"},    {&n.tls_ca_file, "--nats-tls-ca"},
+        {&n.tls_cert_file, "--nats-tls-cert"}, {&n.tls_key_file, "--nats-tls-key"}};
+    for (const auto& [value, flag] : nats_only) {
+      if (!value->empty()) throw flags::rejected(flag, "needs --nats");
+    }
+  } else if (o.nats_stream.empty()) {
+    throw flags::rejected("--nats",
+                          "needs --nats-stream NAME (the stream setup creates or checks)");
+  }
+  if (o.nats_stream.empty() && !o.stream_setting_given.empty()) {
+    throw flags::rejected(o.stream_setting_given,
+                          "needs --nats --nats-stream (it shapes the JetStream stream)");
+  }
+  if (!n.credentials_file.empty() && !n.nkey_seed_file.empty()) {
+    throw flags::rejected("--nats-creds", "cannot be used with --nats-nkey (one identity)");
+  }
+  if (n.tls_cert_file.empty() != n.tls_key_file.empty()) {
+    throw flags::rejected(n.tls_cert_file.empty() ? "--nats-tls-key" : "--nats-tls-cert",
+                          "needs --nats-tls-cert and --nats-tls-key together");
+  }
+  if (!o.nats_stream.empty()) {
+    try {
+      (void)nats_stream_subjects(o.topic_template, o.dlq_subject);
+    } catch (const std::invalid_argument& e) {
+      throw flags::rejected("--topic", e.what());
+    }
+  }
 }
 
 void check_reconcile(const ReconcileOptions& o) {
@@ -157,3 +190,34 @@ void check_reconcile(const ReconcileOptions& o) {
 }
 
 }  // namespace outbox::app::flags
+
+namespace outbox::app {
+
+std::vector<std::string> nats_stream_subjects(const std::string& topic_template,
+                                              const std::string& dlq_subject) {
+  const mapping::TopicTemplate t(topic_template);
+  std::string subject;
+  if (t.columns().empty()) {
+    subject = t.text();
+  } else {
+    // The text before the first reference; its last, unfinished token is dropped.
+    std::string before;
+    t.render(std::vector<std::string_view>(t.columns().size(), "\x01"), before);
+    before.resize(before.find('\x01'));
+    const std::size_t dot = before.rfind('.');
+    if (dot == std::string::npos) {
+      throw std::invalid_argument(
+          "topic template \"" + topic_template +
+          "\" starts with a column, so only a stream capturing every subject (>) would capture "
+          "what it renders: give it a literal first token, e.g. outbox.${aggregatetype}");
+    }
+    subject = before.substr(0, dot + 1) + ">";
+  }
+  std::vector<std::string> subjects{subject};
+  if (dlq_subject != subject && !nats::subject_captures(subject, dlq_subject)) {
+    subjects.push_back(dlq_subject);
+  }
+  return subjects;
+}
+
+}  // namespace outbox::app

@@ -40,6 +40,10 @@ std::vector<Record> as_records(const std::vector<Stored>& stored) {
   return out;
 }
 
+std::int64_t ms_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
 pid_t nats_pid() {
   const std::string path = outbox_test::nats::env("OUTBOX_NATS_PID_FILE");
   const std::string text = read_file(path);
@@ -236,6 +240,106 @@ TEST_F(NatsRelay, ServerFrozenThenThawed) {
   expect_every_event_stored_once(180s);
   EXPECT_GE(count_in_file(relay.log_path(), "event=producer_rewind"), 1u);
   expect_graceful_stop(relay);
+}
+
+// PostgreSQL restarted under load (fast and immediate shutdown) while the relay publishes to
+// JetStream: the relay reconnects by itself and every committed event is in the stream once, in
+// per-aggregate order, nothing uncommitted. An immediate shutdown moves the slot's
+// confirmed_flush back to the last checkpoint's; the relay starts past what JetStream
+// acknowledged, and anything sent again inside the duplicate window would be dropped anyway.
+class NatsPgRestart : public NatsRelay, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(NatsPgRestart, RelayReconnectsEveryEventStoredOnce) {
+  const std::string mode = GetParam();
+  const std::string services_log = log_path("services");
+  ScopeGuard pg_back([&] { pg_up(services_log); });
+  create_outbox_table();
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  const int transactions = scaled(300, 40);
+  Workload& load = start_workload(plan_uniform(transactions, 10), 20s, 50);
+  ASSERT_TRUE(load.wait_committed(std::int64_t{transactions} * 10 / 3, 60s));
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 100; }, 60s, 100ms))
+      << "nothing stored before the restart";
+  const auto restart_at = Clock::now();
+  ASSERT_TRUE(pg_restart(mode, services_log))
+      << "pg_ctl -m " << mode << " restart failed; see " << services_log;
+  figure("pg_restart_ms", ms_since(restart_at));
+  ASSERT_TRUE(reconnect_pg());
+  const bool back =
+      wait_until([&] { return !relay.is_running() || pg_->slot_active(slot_); }, 60s, 50ms);
+  ASSERT_TRUE(relay.is_running()) << "relay exited with " << relay.wait_exit(0ms).value_or(-1)
+                                  << " after a PostgreSQL restart";
+  ASSERT_TRUE(back) << "relay did not stream again within 60 s of the restart";
+  figure("ms_from_restart_to_streaming", ms_since(restart_at));
+  load.join();
+  figure("workload_transactions_cut_by_restart", load.failed_transactions());
+  expect_every_event_stored_once(120s);
+  EXPECT_GE(count_in_file(relay.log_path(), "event=reconnect"), 1u)
+      << "the relay log shows no event=reconnect";
+  expect_graceful_stop(relay);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, NatsPgRestart, ::testing::Values("fast", "immediate"),
+                         [](const auto& info) { return info.param; });
+
+// setup --nats --nats-stream: creates the stream capturing what the topic template renders and
+// the dead-letter subject, with the duplicate window asked for; the relay's events land in it.
+// Run again, it checks the stream and changes nothing; a stream that does not fit (a shorter
+// duplicate window, subjects it does not capture) is a one-line error, exit 1.
+TEST_F(NatsRelay, SetupCreatesTheStreamTheRelayPublishesInto) {
+  create_outbox_table();
+  const std::string prefix = "setup" + suffix_;
+  const std::string topic = prefix + ".${aggregatetype}";
+  auto setup = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"setup",           "--pg",        conninfo_,   "--table",
+                                     qualified_table(), "--slot",      slot_,       "--publication",
+                                     publication_,      "--nats",      nats_,       "--nats-stream",
+                                     stream_,           "--dlq-topic", dlq_subject_};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_to_end(relay_bin_, args, log_path("setup_out"), log_path("setup_err"), 60s);
+  };
+  const CommandResult created = setup({"--topic", topic, "--nats-duplicate-window", "3m"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  EXPECT_NE(created.out.find("stream " + stream_ + ": created (file storage, subjects " + prefix +
+                             ".>, " + dlq_subject_ + ", duplicate window 3m)"),
+            std::string::npos)
+      << created.out;
+
+  RelayProcess& relay = start_relay({"--topic", topic});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 4, 1, 20, false));
+  const Lsn after = pg_->current_wal_lsn();
+  std::vector<Stored> messages;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        messages = stored();
+        return messages.size() >= 20;
+      },
+      60s, 100ms))
+      << messages.size() << " of 20 stored; relay log:\n"
+      << tail_file(relay.log_path(), 20);
+  EXPECT_TRUE(expect_confirmed_reaches(after, 30s));
+  EXPECT_EQ(stored().size(), 20u);
+  for (const Stored& m : messages) EXPECT_EQ(m.subject, prefix + "." + aggregatetype_);
+  expect_graceful_stop(relay);
+
+  const CommandResult again = setup({"--topic", topic});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("stream " + stream_ + ": exists, fits"), std::string::npos) << again.out;
+  const CommandResult longer = setup({"--topic", topic, "--nats-duplicate-window", "10m"});
+  EXPECT_EQ(longer.exit_code, 1);
+  EXPECT_NE(longer.err.find("JetStream stream " + stream_ +
+                            " exists but its duplicate window is 3m, shorter than 10m"),
+            std::string::npos)
+      << longer.err;
+  const std::string other = "other" + suffix_ + ".${aggregatetype}";
+  const CommandResult elsewhere = setup({"--topic", other});
+  EXPECT_EQ(elsewhere.exit_code, 1);
+  EXPECT_NE(elsewhere.err.find("does not capture other" + suffix_ + ".>"), std::string::npos)
+      << elsewhere.err;
+  EXPECT_EQ(stored().size(), 20u);
 }
 
 // A record the stream refuses (over its max_msg_size) under --on-error fail: exit 3 naming it,

@@ -53,3 +53,53 @@ TEST(NatsOptions, BrokersStaysRequiredWithoutNats) {
 
 }  // namespace
 }  // namespace outbox::app
+
+namespace outbox::app {
+namespace {
+
+// setup --nats --nats-stream: the stream's subjects follow from the topic template (a `>` after
+// the literal tokens before the first column: a column value may hold dots), plus the
+// dead-letter subject unless already captured.
+TEST(NatsSetupOptions, StreamSubjectsFromTheTopicTemplate) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(nats_stream_subjects("outbox.event.${aggregatetype}", "outbox.dlq"),
+            (V{"outbox.event.>", "outbox.dlq"}));
+  EXPECT_EQ(nats_stream_subjects("outbox.${aggregatetype}.events", "outbox.dlq"), (V{"outbox.>"}));
+  EXPECT_EQ(nats_stream_subjects("app.orders-${aggregatetype}", "dead"), (V{"app.>", "dead"}));
+  EXPECT_EQ(nats_stream_subjects("orders", "outbox.dlq"), (V{"orders", "outbox.dlq"}));
+  EXPECT_THROW(nats_stream_subjects("${aggregatetype}.events", "outbox.dlq"),
+               std::invalid_argument);
+}
+
+TEST(NatsSetupOptions, SubjectCapture) {
+  EXPECT_TRUE(nats::subject_captures("outbox.>", "outbox.event.>"));
+  EXPECT_TRUE(nats::subject_captures("outbox.>", "outbox.dlq"));
+  EXPECT_TRUE(nats::subject_captures("outbox.*.>", "outbox.event.>"));
+  EXPECT_FALSE(nats::subject_captures("outbox.event.*", "outbox.event.>"));
+  EXPECT_FALSE(nats::subject_captures("outbox.>", "outbox"));
+  EXPECT_FALSE(nats::subject_captures("outbox.event", "outbox.event.>"));
+  EXPECT_TRUE(nats::subject_captures("outbox.dlq", "outbox.dlq"));
+}
+
+TEST(NatsSetupOptions, Flags) {
+  CommandLine cl =
+      parse_command_line({"setup", "--pg", "x", "--nats", "nats://a:4222", "--nats-stream",
+                          "OUTBOX", "--nats-duplicate-window", "10m"});
+  EXPECT_EQ(cl.setup.nats.urls, "nats://a:4222");
+  EXPECT_EQ(cl.setup.nats_stream, "OUTBOX");
+  EXPECT_EQ(cl.setup.nats_duplicate_window, std::chrono::minutes(10));
+  EXPECT_EQ(error_of({"setup", "--pg", "x", "--nats", "nats://a:4222"}),
+            "--nats: needs --nats-stream NAME (the stream setup creates or checks)");
+  EXPECT_EQ(error_of({"setup", "--pg", "x", "--nats-stream", "OUTBOX"}),
+            "--nats-stream: needs --nats");
+  EXPECT_EQ(error_of({"setup", "--pg", "x", "--nats-duplicate-window", "5m"}),
+            "--nats-duplicate-window: needs --nats --nats-stream (it shapes the JetStream "
+            "stream)");
+  EXPECT_EQ(error_of({"setup", "--pg", "x", "--nats", "nats://a:1", "--nats-stream", "S", "--topic",
+                      "${aggregatetype}"})
+                .rfind("--topic: topic template \"${aggregatetype}\" starts with a column", 0),
+            0u);
+}
+
+}  // namespace
+}  // namespace outbox::app

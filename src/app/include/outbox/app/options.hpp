@@ -85,8 +85,26 @@ struct SetupOptions {
   std::vector<std::string> message_writers;
   bool table_given = false;
   bool failover = false;  // --failover: a failover slot, on a primary that protects it
+  // --nats URL --nats-stream NAME: the JetStream stream `run --nats` publishes into, created
+  // (or checked, when it exists) capturing the subjects --topic renders and --dlq-topic, with
+  // at least --nats-duplicate-window.
+  nats::PublisherConfig nats;
+  std::string nats_stream;
+  std::chrono::milliseconds nats_duplicate_window{std::chrono::minutes(2)};
+  std::string topic_template = "outbox.event.${aggregatetype}";
+  std::string dlq_subject = "outbox.dlq";
+  std::string stream_setting_given;  // the first of --topic, --dlq-topic, --nats-duplicate-window
   bool help = false;
 };
+
+// The subjects setup's stream captures: for each subject the topic template can render, the
+// literal tokens before its first column reference followed by `>` ("outbox.event.${x}" ->
+// "outbox.event.>": a column value may hold dots, i.e. several tokens, and a reference inside a
+// token cannot be matched by a wildcard, so "a.b${x}.c" -> "a.>"); a template without reference
+// is its own subject. Then `dlq_subject` unless the first captures it. Throws
+// std::invalid_argument when the template starts with a reference (only ">" would capture it).
+std::vector<std::string> nats_stream_subjects(const std::string& topic_template,
+                                              const std::string& dlq_subject);
 
 // Flags of `outbox-relay status`.
 struct StatusOptions {

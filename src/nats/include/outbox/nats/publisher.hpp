@@ -34,6 +34,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "outbox/sink/record.hpp"
@@ -124,5 +125,26 @@ std::string ensure_stream(const PublisherConfig& config, const std::string& name
                           const std::vector<std::string>& subjects,
                           std::chrono::milliseconds duplicate_window,
                           std::chrono::milliseconds timeout);
+
+// Whether `pattern` (a stream's subject) matches every subject `filter` matches, by NATS's
+// wildcards: `*` is one token, a final `>` one or more tokens. "outbox.>" captures
+// "outbox.event.>" and "outbox.dlq"; "outbox.event.*" does not capture "outbox.event.>".
+bool subject_captures(std::string_view pattern, std::string_view filter);
+
+// setup's stream: what create_or_check_stream() found or did.
+struct StreamCheck {
+  bool created = false;  // false: it existed and fits
+  std::string error;     // empty: the stream is there and fits; else one line saying why not
+};
+
+// Creates the stream `name` (file storage, `subjects`, `duplicate_window`) unless a stream of
+// that name exists. An existing stream is checked, never changed (it is the operator's): it must
+// capture every one of `subjects` (subject_captures), keep its messages in files, and have a
+// duplicate window of at least `duplicate_window`. Blocks up to `timeout` (setup, never the
+// relay's io thread). Same security settings as the publisher's.
+StreamCheck create_or_check_stream(const PublisherConfig& config, const std::string& name,
+                                   const std::vector<std::string>& subjects,
+                                   std::chrono::milliseconds duplicate_window,
+                                   std::chrono::milliseconds timeout);
 
 }  // namespace outbox::nats
