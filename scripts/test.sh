@@ -227,8 +227,9 @@ if wants asan; then
   configure "$asan" -DOUTBOX_SANITIZE=ON
   mapfile -t unit_targets < <(cmake --build "$asan" --target help |
     sed -n 's/^\(unit_[A-Za-z0-9_.+-]*\): .*/\1/p' | sort -u)
-  # the docs.* tests (label unit) run the generator: build it too, so they run under the sanitizers
-  has_target "$asan" outbox-docgen && unit_targets+=(outbox-docgen)
+  # The docs.* tests (label unit) run the generator: built too, so they run under the sanitizers.
+  # (Not looked up with has_target: Ninja's help does not list a top-level executable.)
+  unit_targets+=(outbox-docgen)
   if [ ${#unit_targets[@]} -eq 0 ]; then
     log "no unit_* targets; skipping the sanitizer run"
   else
