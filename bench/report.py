@@ -357,6 +357,60 @@ def runs_table(runs, link):
     return "\n".join(rows) + "\n"
 
 
+def comparisons(results_dir, link):
+    """Old against new binaries, alternating on one machine (bench/results/compare/NAME/): each
+    folder's manifest.json names the commits and the rounds (one old and one new run id each, run
+    in that order); the run files sit beside it. A table per workload: events/s of each round,
+    the median of new/old, CPU and peak RSS of the plain relay."""
+    base = os.path.join(results_dir, "compare")
+    if not os.path.isdir(base):
+        return "(none committed)\n"
+    md = []
+    for name in sorted(os.listdir(base)):
+        folder = os.path.join(base, name)
+        man = json.load(open(os.path.join(folder, "manifest.json")))
+        runs = {}
+        for pair in man["rounds"]:
+            for run_id in pair:
+                runs[run_id] = json.load(open(os.path.join(folder, run_id + ".json")))
+        old_ids = [p[0] for p in man["rounds"]]
+        new_ids = [p[1] for p in man["rounds"]]
+        md.append(f"### {man['title']}\n")
+        md.append(f"Old: `{man['old']['commit']}` ({man['old']['what']}); new: `{man['new']['commit']}` "
+                  f"({man['new']['what']}). {len(man['rounds'])} rounds, each an old run then a new run: "
+                  + ", ".join(f"[{o}]({link}compare/{name}/{o}.json) / [{n}]({link}compare/{name}/{n}.json)"
+                              for o, n in man["rounds"]) + f". Command: `{man['command']}`.\n")
+        workloads = sorted({wl for d in runs.values() for wl in d["results"]})
+        for wl in workloads:
+            md.append(f"\n**{wl}: {WORKLOAD.get(wl, wl)}**\n")
+            md.append("| figure | old, by round | new, by round | median new / old |")
+            md.append("|---|---:|---:|---:|")
+
+            def series(ids, consumer, key):
+                return [runs[i]["results"].get(wl, {}).get(consumer, {}).get(key) for i in ids]
+
+            def row(label, consumer, key, nd=0):
+                olds, news = series(old_ids, consumer, key), series(new_ids, consumer, key)
+                if all(v is None for v in olds + news):
+                    return
+                ratios = [n / o for o, n in zip(olds, news) if o and n]
+                fmt = lambda xs: ", ".join(fnum(x, nd) for x in xs)
+                md.append(f"| {label} | {fmt(olds)} | {fmt(news)} | {fnum(med(ratios), 2)} |")
+
+            for c in ("relay", "relay_tls", "relay_eos", "relay_nats"):
+                row(f"{c} events/s", c, "events_per_s")
+            row("relay CPU s / M events", "relay", "cpu_s_per_million_events", 1)
+            row("relay peak RSS MiB", "relay", "peak_rss_mib", 1)
+            rec = lambda ids: [runs[i]["ratios"].get(wl, {}).get("relay_over_recvlogical") for i in ids]
+            o, n = rec(old_ids), rec(new_ids)
+            md.append(f"| relay / pg_recvlogical | {', '.join(fnum(x, 2) for x in o)} | "
+                      f"{', '.join(fnum(x, 2) for x in n)} | {fnum(med([b / a for a, b in zip(o, n) if a and b]), 2)} |")
+        if man.get("notes"):
+            md.append("\n" + man["notes"] + "\n")
+        md.append("")
+    return "\n".join(md) + "\n"
+
+
 def docs_page(results_dir, template, link):
     runs = committed_runs(results_dir)
     full = [d for d in runs if is_full(d)]
@@ -382,6 +436,7 @@ def docs_page(results_dir, template, link):
         "@DEBEZIUM_FILE@": f"{link}{with_debezium[-1]['_file']}" if with_debezium else "-",
         "@LATEST_MD@": latest_md,
         "@RUN_COUNT@": str(len(runs)),
+        "@COMPARISONS@": comparisons(results_dir, link),
     }
     text = open(template).read()
     for k, v in values.items():

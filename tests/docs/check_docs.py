@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks the prose of README.md and docs/ against the repository (ctest docs.consistency):
 
-- every bench run id quoted (20261201T145537Z) has its committed bench/results/ID.json;
+- every bench run id quoted (20261201T145537Z) has its committed bench/results/ID.json (or one
+  in a comparison's folder, bench/results/compare/NAME/ID.json);
 - every relative link points at a file that exists (the pages other branches add are listed);
 - every metric named (outbox_relay_...) is one /metrics serves: a row of the generated table in
   docs/metrics.md (histogram series _bucket, _sum and _count included);
@@ -40,12 +41,13 @@ def main(root):
             served.update(name + s for s in ("_bucket", "_sum", "_count"))
     if not served:
         problems.append("docs/metrics.md: no generated metrics table")
+    committed = {f[:-5] for _, _, fs in os.walk(results) for f in fs if f.endswith(".json")}
     for page in pages(root):
         rel = os.path.relpath(page, root)
         text = open(page).read()
         for run in sorted(set(re.findall(r"\b(\d{8}T\d{6}Z)\b", text))):
-            if not os.path.exists(os.path.join(results, run + ".json")):
-                problems.append(f"{rel}: run {run} is quoted but bench/results/{run}.json is not committed")
+            if run not in committed:
+                problems.append(f"{rel}: run {run} is quoted but no bench/results/**/{run}.json is committed")
         for target in re.findall(r"\]\(([^)\s]+)\)", text):
             if re.match(r"^[a-z]+:", target) or target.startswith("#"):
                 continue
