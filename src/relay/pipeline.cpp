@@ -416,79 +416,69 @@ void Pipeline::count_other_prefix(std::string_view prefix) {
 }
 
 Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
-  const auto source = [&] {
-    return message ? "logical messages with prefix '" + config_.mapper.message_prefix + "'"
-                   : table_name();
-  };
   if (ev.invalid_traceparent) invalid_traceparent_id_ = ev.id;
   const EventRecord built = event_record(ev, commit_time_ms_, headers_);
   const kafka::Record& rec = built.record;
   const std::span<const kafka::Header> extra = built.placed;
-  // The relay's own topics are no destination for an event, whatever the template renders: a
-  // record in the checkpoint topic under a relay's key would make every later start of that
-  // relay fail, one in the dead-letter topic would pass for a dead-lettered event.
-  const bool checkpoint = ev.topic == config_.checkpoint_topic;
-  if (checkpoint || ev.topic == config_.dlq_topic) {
+  // The event as poison, for poison_in_stream(). Built only on the way there: never per event.
+  const auto poison = [&](std::string reason, std::string reason_code, bool size_error = false) {
     Poison p{ev.id,
              ev.key,
              ev.value,
              ev.type,
              ev.topic,
-             source(),
-             "its topic is the relay's own " +
-                 std::string(checkpoint ? "checkpoint topic (--checkpoint-topic)"
-                                        : "dead-letter topic (--dlq-topic)") +
-                 ": no event may be written there",
-             "RESERVED_TOPIC",
-             false,
+             message ? "logical messages with prefix '" + config_.mapper.message_prefix + "'"
+                     : table_name(),
+             std::move(reason),
+             std::move(reason_code),
+             size_error,
              extra};
     p.message = message;
-    return poison_in_stream(p);
+    return p;
+  };
+  // The relay's own topics are no destination for an event, whatever the template renders: a
+  // record in the checkpoint topic under a relay's key would make every later start of that
+  // relay fail, one in the dead-letter topic would pass for a dead-lettered event.
+  const bool checkpoint = ev.topic == config_.checkpoint_topic;
+  if (checkpoint || ev.topic == config_.dlq_topic) {
+    return poison_in_stream(
+        poison("its topic is the relay's own " +
+                   std::string(checkpoint ? "checkpoint topic (--checkpoint-topic)"
+                                          : "dead-letter topic (--dlq-topic)") +
+                   ": no event may be written there",
+               "RESERVED_TOPIC"));
   }
   // --max-topics: librdkafka keeps state for every topic produced to until the process ends, so
   // an outbox writer choosing ever new aggregate types would grow the relay without end.
   if (config_.nats.urls.empty() && topics_.find(ev.topic) == topics_.end()) {
     if (topics_.size() >= config_.max_topics) {
-      Poison p{ev.id,
-               ev.key,
-               ev.value,
-               ev.type,
-               ev.topic,
-               source(),
-               "its topic would be distinct topic number " + std::to_string(topics_.size() + 1) +
-                   " of this process, past --max-topics " + std::to_string(config_.max_topics),
-               "TOO_MANY_TOPICS",
-               false,
-               extra};
-      p.message = message;
-      return poison_in_stream(p);
+      return poison_in_stream(
+          poison("its topic would be distinct topic number " + std::to_string(topics_.size() + 1) +
+                     " of this process, past --max-topics " + std::to_string(config_.max_topics),
+                 "TOO_MANY_TOPICS"));
     }
     topics_.emplace(ev.topic);
   }
+  // Parked aggregates exist under --on-error dlq only, and this key is parked already: a
+  // logical message's event goes the same way as an outbox row's (poison_in_stream()).
   if (!parked_.empty() || parked_null_key_ || parked_all_) {
     if (is_parked(ev.key)) {
-      Poison p{ev.id,
-               ev.key,
-               ev.value,
-               ev.type,
-               ev.topic,
-               source(),
-               "parked: an earlier event of aggregate " + std::string(ev.key.value_or("(null)")) +
-                   " was dead-lettered, so its later events follow it to the dead-letter "
-                   "topic (none may pass it)",
-               std::string(kParked),
-               false,
-               extra};
-      return poison_in_stream(p);
+      return poison_in_stream(
+          poison("parked: an earlier event of aggregate " + std::string(ev.key.value_or("(null)")) +
+                     " was dead-lettered, so its later events follow it to the dead-letter "
+                     "topic (none may pass it)",
+                 std::string(kParked)));
     }
   }
   // Exactly-once: a record the broker refused twice (the second time alone) is poison; it never
   // goes in a transaction again (a refused record makes its transaction abort).
   if (!refused_twice_.empty()) {
     if (auto it = refused_twice_.find(ev.id); it != refused_twice_.end()) {
-      Poison p{ev.id,    ev.key,   ev.value,         ev.type,
-               ev.topic, source(), it->second.error, it->second.error_name,
-               false,    extra};
+      Poison p = poison(std::move(it->second.error), std::move(it->second.error_name));
+      // A record the broker refused is a fail-stop and parks its key even when a logical message
+      // made it, as a refusal reported on delivery is (on_delivery(), which cannot tell a
+      // message's record; docs/security.md says so).
+      p.message = false;
       refused_twice_.erase(it);
       return poison_in_stream(p);
     }
@@ -515,11 +505,7 @@ Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
         return Pipeline::Step::kWaitDelivery;
       }
       // Rejected before it left the process (e.g. larger than message.max.bytes).
-      Poison p{ev.id,         ev.key,   ev.value, ev.type,
-               ev.topic,      source(), pr.error, first_word(pr.error),
-               pr.size_error, extra};
-      p.message = message;
-      return poison_in_stream(p);
+      return poison_in_stream(poison(pr.error, first_word(pr.error), pr.size_error));
     }
   }
   return Pipeline::Step::kDone;

@@ -323,5 +323,48 @@ TEST_F(MessagesTest, AcknowledgedNonTransactionalMessageIsNotDeadLetteredAgain) 
   EXPECT_EQ(sink_.records.size(), 1u);
 }
 
+// A message is never a fail-stop for what the relay finds wrong with it, but a record the broker
+// itself refused stays one (docs/security.md), as on_delivery() cannot tell a message's record:
+// under exactly-once, a message refused twice stops the relay under --on-error fail.
+TEST_F(MessagesTest, UnderExactlyOnceAMessageTheBrokerRefusedTwiceStopsTheRelayUnderFail) {
+  config_.delivery = DeliveryMode::kExactlyOnce;
+  config_.on_error = OnError::kFail;
+  Pipeline& p = pipeline();
+  const auto stream_m1 = [&] {
+    for (const auto& frame :
+         {begin(0x1000), message(envelope("m1", "a")), commit(0x1000, 0x1010)}) {
+      ASSERT_EQ(step(frame), Step::kDone);
+    }
+  };
+  for (int refusal = 0; refusal < 2; ++refusal) {
+    ASSERT_NO_FATAL_FAILURE(stream_m1());
+    ASSERT_EQ(sink_.records.size(), static_cast<std::size_t>(refusal + 1));
+    // The broker refuses the message's record (its batch): the Kafka transaction aborts.
+    const std::string id = sink_.records.back().header("id");
+    kafka::Delivery refused;
+    refused.opaque = sink_.records.back().opaque;
+    refused.ok = false;
+    refused.kind = kafka::ErrorKind::kBatch;
+    refused.error_name = "INVALID_RECORD";
+    refused.error = "INVALID_RECORD: refused";
+    refused.id_header = id;
+    p.on_delivery(refused);
+    ASSERT_TRUE(p.rewinding());
+    p.rewound();
+    p.on_disconnect();
+    p.resume(true);
+  }
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  try {
+    step(message(envelope("m1", "a")));
+    FAIL() << "a message the broker refused twice must stop the relay under --on-error fail";
+  } catch (const FatalError& e) {
+    EXPECT_EQ(e.fatal.code, kExitPoisonEvent);
+    EXPECT_NE(e.fatal.message.find("m1"), std::string::npos) << e.fatal.message;
+    EXPECT_NE(e.fatal.message.find("INVALID_RECORD"), std::string::npos) << e.fatal.message;
+  }
+  EXPECT_EQ(metrics_.rejected_messages, 0u) << "not skipped as a rejected message";
+}
+
 }  // namespace
 }  // namespace outbox::relay

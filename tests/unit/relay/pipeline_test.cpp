@@ -111,11 +111,13 @@ class PipelineTest : public ::testing::Test {
   Pipeline::Step step(const std::vector<std::byte>& frame) { return pipeline_->on_frame(frame); }
 
   // The delivery report of a produced record.
-  void report(Produced p, bool ok, std::string_view error_name = "INVALID_RECORD") {
+  void report(Produced p, bool ok, std::string_view error_name = "INVALID_RECORD",
+              kafka::ErrorKind kind = kafka::ErrorKind::kNone) {
     kafka::Delivery d;
     d.opaque = p.opaque;
     d.bytes = p.bytes;
     d.ok = ok;
+    d.kind = kind;
     d.topic = p.topic;
     d.id_header = p.id;
     if (p.key) d.key = std::string_view(*p.key);
@@ -746,6 +748,49 @@ TEST_F(PipelineTest, TimelineSwitchBeforeTheAcknowledgedPrefixGoesBackToIt) {
   ASSERT_EQ(step(commit(0x3000, 0x3010)), Step::kDone);
   ASSERT_EQ(sink_.records.size(), 3u);
   EXPECT_EQ(sink_.records[2].id, "new");
+}
+
+// Exactly-once: a record the broker refused goes alone after the abort; refused again, it is
+// poison in the next transaction (dead-lettered with the broker's error, its aggregate parked).
+TEST_F(PipelineTest, ExactlyOnceARecordRefusedTwiceIsDeadLetteredAndParksItsAggregate) {
+  config_.delivery = DeliveryMode::kExactlyOnce;
+  Pipeline& p = pipeline();
+  const auto refuse = [&](const Produced& r) {
+    report(r, false, "INVALID_RECORD", kafka::ErrorKind::kBatch);
+    ASSERT_TRUE(p.rewinding()) << "a refused record aborts its Kafka transaction";
+    p.rewound();
+    p.on_disconnect();
+    p.resume(true);
+  };
+  const auto stream_e1 = [&] {
+    ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+    ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
+    ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  };
+  ASSERT_NO_FATAL_FAILURE(stream_e1());
+  ASSERT_EQ(sink_.records.size(), 1u);
+  EXPECT_EQ(sink_.records[0].route, Pipeline::Route::kBatched);
+  ASSERT_NO_FATAL_FAILURE(refuse(sink_.records[0]));
+
+  ASSERT_NO_FATAL_FAILURE(stream_e1());
+  ASSERT_EQ(sink_.records.size(), 2u);
+  EXPECT_EQ(sink_.records[1].id, "e1");
+  EXPECT_EQ(sink_.records[1].route, Pipeline::Route::kAlone) << "a refused record goes alone";
+  ASSERT_NO_FATAL_FAILURE(refuse(sink_.records[1]));
+
+  ASSERT_NO_FATAL_FAILURE(stream_e1());
+  ASSERT_EQ(sink_.records.size(), 3u);
+  EXPECT_EQ(sink_.records[2].topic, "dlq");
+  EXPECT_EQ(sink_.records[2].id, "e1");
+  EXPECT_EQ(sink_.records[2].error_header, "INVALID_RECORD: refused");
+  EXPECT_EQ(sink_.records[2].header("outbox.table"), "public.outbox");
+  EXPECT_EQ(metrics_.delivery_errors["INVALID_RECORD"], 1u);
+
+  ASSERT_EQ(step(begin(0x2000)), Step::kDone);
+  ASSERT_EQ(step(insert("e2", "a")), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 4u);
+  EXPECT_EQ(sink_.records[3].topic, "dlq") << "aggregate a is parked";
+  EXPECT_EQ(metrics_.parked_events, 1u);
 }
 
 }  // namespace
