@@ -175,7 +175,7 @@ std::string nkey_public_key(const std::string& file) {
   return base32_encode(pub);
 }
 
-// The options shared by the publisher and ensure_stream().
+// The options shared by the publisher and the blocking sessions (connect_blocking()).
 OptionsPtr make_options(const PublisherConfig& config) {
   natsOptions* raw = nullptr;
   check(natsOptions_Create(&raw), "NATS options");
@@ -246,6 +246,89 @@ OptionsPtr make_options(const PublisherConfig& config) {
     }
   }
   return opts;
+}
+
+// A blocking connection and its JetStream context, for setup, the tests and the tools (the
+// publisher's own connection is asynchronous: Publisher). Destroyed in reverse order: the
+// context holds the connection.
+struct BlockingSession {
+  OptionsPtr options;
+  ConnectionPtr connection;
+  JsPtr js;
+};
+
+// Connects within `timeout` (and waits that long for JetStream's answers); throws ConfigError
+// naming what failed.
+BlockingSession connect_blocking(const PublisherConfig& config, std::chrono::milliseconds timeout) {
+  BlockingSession session;
+  session.options = make_options(config);
+  check(natsOptions_SetTimeout(session.options.get(), timeout.count()), "NATS options");
+  natsConnection* nc = nullptr;
+  natsStatus s = natsConnection_Connect(&nc, session.options.get());
+  if (s != NATS_OK) throw ConfigError("NATS connect to " + config.urls + ": " + last_error(s));
+  session.connection.reset(nc);
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = timeout.count();
+  jsCtx* js = nullptr;
+  s = natsConnection_JetStream(&js, nc, &jo);
+  if (s != NATS_OK) throw ConfigError("NATS JetStream context: " + last_error(s));
+  session.js.reset(js);
+  return session;
+}
+
+// The stream's information; null when it cannot be read, with the status and JetStream's code.
+StreamInfoPtr stream_info(jsCtx* js, const std::string& name, natsStatus& s, jsErrCode& code) {
+  code = static_cast<jsErrCode>(0);
+  jsStreamInfo* si = nullptr;
+  s = js_GetStreamInfo(&si, js, name.c_str(), nullptr, &code);
+  return StreamInfoPtr(si);
+}
+
+// Creates the stream `name` capturing `subjects`, in files, with the duplicate window `dup_ns`.
+natsStatus add_stream(jsCtx* js, const std::string& name, const std::vector<std::string>& subjects,
+                      std::int64_t dup_ns, jsErrCode& code) {
+  std::vector<const char*> subj;
+  for (const auto& x : subjects) subj.push_back(x.c_str());
+  jsStreamConfig sc;
+  jsStreamConfig_Init(&sc);
+  sc.Name = name.c_str();
+  sc.Subjects = subj.data();
+  sc.SubjectsLen = static_cast<int>(subj.size());
+  sc.Storage = js_FileStorage;
+  sc.Duplicates = dup_ns;
+  jsStreamInfo* created = nullptr;
+  const natsStatus s = js_AddStream(&created, js, &sc, nullptr, &code);
+  StreamInfoPtr created_ptr(created);
+  return s;
+}
+
+// Stream `name` as a blocking session finds it, created (add_stream()) when there was none.
+struct FoundStream {
+  BlockingSession session;
+  bool missing = false;  // there was none: created now, unless `error`
+  StreamInfoPtr info;    // when it existed
+  std::string error;     // one line when it could be neither read nor created
+  jsErrCode code{};      // JetStream's code for the failed call
+};
+
+// Throws ConfigError when it cannot connect (connect_blocking()).
+FoundStream find_or_create_stream(const PublisherConfig& config, const std::string& name,
+                                  const std::vector<std::string>& subjects, std::int64_t dup_ns,
+                                  std::chrono::milliseconds timeout) {
+  FoundStream found;
+  found.session = connect_blocking(config, timeout);
+  jsCtx* js = found.session.js.get();
+  natsStatus s = NATS_OK;
+  found.info = stream_info(js, name, s, found.code);
+  if (s == NATS_NOT_FOUND || found.code == JSStreamNotFoundErr) {
+    found.missing = true;
+    s = add_stream(js, name, subjects, dup_ns, found.code);
+    if (s != NATS_OK) found.error = "cannot create JetStream stream " + name + ": " + last_error(s);
+  } else if (s != NATS_OK) {
+    found.error = "cannot read JetStream stream " + name + ": " + last_error(s);
+  }
+  return found;
 }
 
 bool has_line_break(std::string_view s) {
@@ -689,44 +772,12 @@ std::string ensure_stream(const PublisherConfig& config, const std::string& name
                           std::chrono::milliseconds duplicate_window,
                           std::chrono::milliseconds timeout) {
   try {
-    OptionsPtr opts = make_options(config);
-    check(natsOptions_SetTimeout(opts.get(), timeout.count()), "NATS options");
-    natsConnection* nc_raw = nullptr;
-    natsStatus s = natsConnection_Connect(&nc_raw, opts.get());
-    if (s != NATS_OK) return "NATS connect to " + config.urls + ": " + last_error(s);
-    ConnectionPtr nc(nc_raw);
-    jsOptions jo;
-    jsOptions_Init(&jo);
-    jo.Wait = timeout.count();
-    jsCtx* js_raw = nullptr;
-    s = natsConnection_JetStream(&js_raw, nc.get(), &jo);
-    if (s != NATS_OK) return "NATS JetStream context: " + last_error(s);
-    JsPtr js(js_raw);
     const std::int64_t dup_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(duplicate_window).count();
-    jsErrCode code = static_cast<jsErrCode>(0);
-    jsStreamInfo* si_raw = nullptr;
-    s = js_GetStreamInfo(&si_raw, js.get(), name.c_str(), nullptr, &code);
-    StreamInfoPtr si(si_raw);
-    if (s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) {
-      std::vector<const char*> subj;
-      for (const auto& x : subjects) subj.push_back(x.c_str());
-      jsStreamConfig sc;
-      jsStreamConfig_Init(&sc);
-      sc.Name = name.c_str();
-      sc.Subjects = subj.data();
-      sc.SubjectsLen = static_cast<int>(subj.size());
-      sc.Storage = js_FileStorage;
-      sc.Duplicates = dup_ns;
-      jsStreamInfo* created = nullptr;
-      s = js_AddStream(&created, js.get(), &sc, nullptr, &code);
-      StreamInfoPtr created_ptr(created);
-      if (s != NATS_OK) return "cannot create JetStream stream " + name + ": " + last_error(s);
-      return {};
-    }
-    if (s != NATS_OK) return "cannot read JetStream stream " + name + ": " + last_error(s);
+    FoundStream found = find_or_create_stream(config, name, subjects, dup_ns, timeout);
+    if (found.missing || !found.error.empty()) return found.error;
     // It exists: add the subjects it lacks and set the duplicate window.
-    jsStreamConfig sc = *si->Config;
+    jsStreamConfig sc = *found.info->Config;
     std::vector<const char*> subj(sc.Subjects, sc.Subjects + sc.SubjectsLen);
     for (const auto& x : subjects) {
       if (std::none_of(subj.begin(), subj.end(), [&](const char* c) { return x == c; })) {
@@ -738,7 +789,8 @@ std::string ensure_stream(const PublisherConfig& config, const std::string& name
     sc.SubjectsLen = static_cast<int>(subj.size());
     sc.Duplicates = dup_ns;
     jsStreamInfo* updated = nullptr;
-    s = js_UpdateStream(&updated, js.get(), &sc, nullptr, &code);
+    const natsStatus s =
+        js_UpdateStream(&updated, found.session.js.get(), &sc, nullptr, &found.code);
     StreamInfoPtr updated_ptr(updated);
     if (s != NATS_OK) return "cannot update JetStream stream " + name + ": " + last_error(s);
     return {};
@@ -791,50 +843,19 @@ StreamCheck create_or_check_stream(const PublisherConfig& config, const std::str
                                    std::chrono::milliseconds timeout) {
   const std::string stream = "JetStream stream " + name;
   try {
-    OptionsPtr opts = make_options(config);
-    check(natsOptions_SetTimeout(opts.get(), timeout.count()), "NATS options");
-    natsConnection* nc_raw = nullptr;
-    natsStatus s = natsConnection_Connect(&nc_raw, opts.get());
-    if (s != NATS_OK) return {false, "NATS connect to " + config.urls + ": " + last_error(s)};
-    ConnectionPtr nc(nc_raw);
-    jsOptions jo;
-    jsOptions_Init(&jo);
-    jo.Wait = timeout.count();
-    jsCtx* js_raw = nullptr;
-    s = natsConnection_JetStream(&js_raw, nc.get(), &jo);
-    if (s != NATS_OK) return {false, "NATS JetStream context: " + last_error(s)};
-    JsPtr js(js_raw);
     const std::int64_t dup_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(duplicate_window).count();
-    jsErrCode code = static_cast<jsErrCode>(0);
-    jsStreamInfo* si_raw = nullptr;
-    s = js_GetStreamInfo(&si_raw, js.get(), name.c_str(), nullptr, &code);
-    StreamInfoPtr si(si_raw);
-    if (s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) {
-      std::vector<const char*> subj;
-      for (const auto& x : subjects) subj.push_back(x.c_str());
-      jsStreamConfig sc;
-      jsStreamConfig_Init(&sc);
-      sc.Name = name.c_str();
-      sc.Subjects = subj.data();
-      sc.SubjectsLen = static_cast<int>(subj.size());
-      sc.Storage = js_FileStorage;
-      sc.Duplicates = dup_ns;
-      jsStreamInfo* created = nullptr;
-      s = js_AddStream(&created, js.get(), &sc, nullptr, &code);
-      StreamInfoPtr created_ptr(created);
-      if (s != NATS_OK && code == JSStreamSubjectOverlapErr) {
-        std::string listed;
-        for (const auto& x : subjects) listed += (listed.empty() ? "" : ", ") + x;
-        return {false, "cannot create " + stream + ": another stream already captures some of " +
-                           listed + " (a subject goes to one stream): name that stream with " +
-                           "--nats-stream, and setup checks it"};
-      }
-      if (s != NATS_OK) return {false, "cannot create " + stream + ": " + last_error(s)};
-      return {true, {}};
+    const FoundStream found = find_or_create_stream(config, name, subjects, dup_ns, timeout);
+    if (found.missing && !found.error.empty() && found.code == JSStreamSubjectOverlapErr) {
+      std::string listed;
+      for (const auto& x : subjects) listed += (listed.empty() ? "" : ", ") + x;
+      return {false, "cannot create " + stream + ": another stream already captures some of " +
+                         listed + " (a subject goes to one stream): name that stream with " +
+                         "--nats-stream, and setup checks it"};
     }
-    if (s != NATS_OK) return {false, "cannot read " + stream + ": " + last_error(s)};
-    const jsStreamConfig& sc = *si->Config;
+    if (!found.error.empty()) return {false, found.error};
+    if (found.missing) return {true, {}};
+    const jsStreamConfig& sc = *found.info->Config;
     std::string has;
     for (int i = 0; i < sc.SubjectsLen; ++i) has += std::string(i ? ", " : "") + sc.Subjects[i];
     for (const std::string& x : subjects) {
@@ -867,67 +888,53 @@ StreamCheck create_or_check_stream(const PublisherConfig& config, const std::str
 // ---- reading a stream back (stream_client.hpp) ---------------------------------------------
 
 struct StreamClient::Impl {
-  OptionsPtr options;
-  ConnectionPtr connection;
-  JsPtr js;
+  BlockingSession session;
+
+  // Throws std::runtime_error naming the stream when it cannot be read.
+  StreamInfoPtr info(const std::string& stream) const {
+    natsStatus s = NATS_OK;
+    jsErrCode code{};
+    StreamInfoPtr si = stream_info(session.js.get(), stream, s, code);
+    if (s != NATS_OK) {
+      throw std::runtime_error("cannot read JetStream stream " + stream + ": " + last_error(s));
+    }
+    return si;
+  }
 };
 
 StreamClient::StreamClient(const PublisherConfig& config, std::chrono::milliseconds timeout)
     : impl_(std::make_unique<Impl>()) {
   try {
-    impl_->options = make_options(config);
+    impl_->session = connect_blocking(config, timeout);
   } catch (const ConfigError& e) {
     throw std::runtime_error(e.what());
   }
-  check(natsOptions_SetTimeout(impl_->options.get(), timeout.count()), "NATS options");
-  natsConnection* nc = nullptr;
-  natsStatus s = natsConnection_Connect(&nc, impl_->options.get());
-  if (s != NATS_OK)
-    throw std::runtime_error("NATS connect to " + config.urls + ": " + last_error(s));
-  impl_->connection.reset(nc);
-  jsOptions jo;
-  jsOptions_Init(&jo);
-  jo.Wait = timeout.count();
-  jsCtx* js = nullptr;
-  s = natsConnection_JetStream(&js, nc, &jo);
-  if (s != NATS_OK) throw std::runtime_error("NATS JetStream context: " + last_error(s));
-  impl_->js.reset(js);
 }
 
 StreamClient::~StreamClient() = default;
 
 StreamState StreamClient::state(const std::string& stream) {
-  jsStreamInfo* si_raw = nullptr;
-  jsErrCode code = static_cast<jsErrCode>(0);
-  const natsStatus s = js_GetStreamInfo(&si_raw, impl_->js.get(), stream.c_str(), nullptr, &code);
-  StreamInfoPtr si(si_raw);
-  if (s != NATS_OK) {
-    throw std::runtime_error("cannot read JetStream stream " + stream + ": " + last_error(s));
-  }
+  const StreamInfoPtr si = impl_->info(stream);
   return {si->State.Msgs, si->State.FirstTime, si->State.LastTime};
 }
 
 void StreamClient::remove(const std::string& stream) {
   jsErrCode code = static_cast<jsErrCode>(0);
-  const natsStatus s = js_DeleteStream(impl_->js.get(), stream.c_str(), nullptr, &code);
+  const natsStatus s = js_DeleteStream(impl_->session.js.get(), stream.c_str(), nullptr, &code);
   if (s != NATS_OK) {
     throw std::runtime_error("cannot delete JetStream stream " + stream + ": " + last_error(s));
   }
 }
 
 std::vector<StoredMessage> StreamClient::messages(const std::string& stream) {
-  jsStreamInfo* si_raw = nullptr;
+  const StreamInfoPtr si = impl_->info(stream);
+  jsCtx* js = impl_->session.js.get();
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_GetStreamInfo(&si_raw, impl_->js.get(), stream.c_str(), nullptr, &code);
-  StreamInfoPtr si(si_raw);
-  if (s != NATS_OK) {
-    throw std::runtime_error("cannot read JetStream stream " + stream + ": " + last_error(s));
-  }
   std::vector<StoredMessage> out;
   const std::uint64_t last = si->State.LastSeq;
   for (std::uint64_t seq = si->State.FirstSeq; seq != 0 && seq <= last; ++seq) {
     natsMsg* raw = nullptr;
-    s = js_GetMsg(&raw, impl_->js.get(), stream.c_str(), seq, nullptr, &code);
+    const natsStatus s = js_GetMsg(&raw, js, stream.c_str(), seq, nullptr, &code);
     MsgPtr m(raw);
     if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) continue;  // deleted
     if (s != NATS_OK) {
