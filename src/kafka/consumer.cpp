@@ -84,14 +84,7 @@ struct Consumer::Impl {
 
 Consumer::Consumer(const ConsumerConfig& config) : impl_(std::make_unique<Impl>()) {
   ConfHandle conf(rd_kafka_conf_new());
-  char errstr[512];
-  auto set = [&](const std::string& k, const std::string& v) {
-    if (rd_kafka_conf_set(conf.get(), k.c_str(), v.c_str(), errstr, sizeof errstr) !=
-        RD_KAFKA_CONF_OK) {
-      // The value only when it is no secret (a misspelt sasl.password stays hidden too).
-      throw ConfigError("Kafka property " + describe_property(k, v) + ": " + errstr);
-    }
-  };
+  auto set = [&](const std::string& k, const std::string& v) { set_property(conf.get(), k, v); };
   set("bootstrap.servers", config.brokers);
   // A group of our own that is never joined (assign, not subscribe) and never committed to.
   set("group.id", "outbox-relay-reconcile-" + std::to_string(::getpid()));
@@ -111,6 +104,7 @@ Consumer::Consumer(const ConsumerConfig& config) : impl_(std::make_unique<Impl>(
   refuse_unsupported_sasl(conf.get());
   rd_kafka_conf_set_opaque(conf.get(), impl_.get());
   rd_kafka_conf_set_error_cb(conf.get(), &Impl::error_cb);
+  char errstr[512];
   rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), errstr, sizeof errstr);
   if (rk == nullptr) throw ConfigError(std::string("Kafka consumer: ") + errstr);
   conf.release();  // owned by rk from here on

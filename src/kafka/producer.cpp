@@ -459,6 +459,11 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
     co_return result;
   }
 
+  // One of librdkafka's blocking transaction calls (init, commit, abort) with its timeout, on the
+  // worker thread (off_thread()).
+  boost::asio::awaitable<TxnResult> transaction_call(rd_kafka_error_t* (*call)(rd_kafka_t*, int),
+                                                     std::chrono::milliseconds timeout);
+
   static void error_cb(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
     auto* self = static_cast<Impl*>(opaque);
     if (err == RD_KAFKA_RESP_ERR__FATAL) {
@@ -506,14 +511,7 @@ Producer::Producer(boost::asio::any_io_executor executor, const ProducerConfig& 
     : impl_(std::make_shared<Impl>(executor, std::move(on_delivery), std::move(on_fatal),
                                    std::move(on_refused))) {
   ConfHandle conf(rd_kafka_conf_new());
-  char errstr[512];
-  auto set = [&](const std::string& k, const std::string& v) {
-    if (rd_kafka_conf_set(conf.get(), k.c_str(), v.c_str(), errstr, sizeof errstr) !=
-        RD_KAFKA_CONF_OK) {
-      // The value only when it is no secret (a misspelt sasl.password stays hidden too).
-      throw ConfigError("Kafka property " + describe_property(k, v) + ": " + errstr);
-    }
-  };
+  auto set = [&](const std::string& k, const std::string& v) { set_property(conf.get(), k, v); };
   // Defaults: no loss and no reordering (idempotence implies acks=all, bounded in-flight, retries
   // without end), Java-compatible partitioning, and no delivery deadline: a long broker outage is
   // waited out instead of failing records, which would break per-key order.
@@ -547,6 +545,7 @@ Producer::Producer(boost::asio::any_io_executor executor, const ProducerConfig& 
   rd_kafka_conf_set_log_cb(conf.get(), &Impl::log_cb);
 
   // rd_kafka_new takes ownership of conf only on success.
+  char errstr[512];
   rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), errstr, sizeof errstr);
   if (rk == nullptr) throw ConfigError(std::string("Kafka producer: ") + errstr);
   conf.release();
@@ -730,13 +729,17 @@ std::string create_compacted(rd_kafka_t* rk, const std::string& topic,
 // GCC 12 destroys a lambda's init-captures twice when the lambda is built inside a
 // `co_return co_await` expression: each call builds its callable first, as a local.
 
-boost::asio::awaitable<TxnResult> Producer::init_transactions(std::chrono::milliseconds timeout) {
-  rd_kafka_t* rk = impl_->rk.get();
-  auto call = [rk, timeout] {
-    return txn_result(rd_kafka_init_transactions(rk, timeout_ms(timeout)));
+boost::asio::awaitable<TxnResult> Producer::Impl::transaction_call(
+    rd_kafka_error_t* (*call)(rd_kafka_t*, int), std::chrono::milliseconds timeout) {
+  auto blocking = [handle = rk.get(), call, timeout] {
+    return txn_result(call(handle, timeout_ms(timeout)));
   };
-  TxnResult r = co_await impl_->off_thread(std::move(call));
+  TxnResult r = co_await off_thread(std::move(blocking));
   co_return r;
+}
+
+boost::asio::awaitable<TxnResult> Producer::init_transactions(std::chrono::milliseconds timeout) {
+  return impl_->transaction_call(&rd_kafka_init_transactions, timeout);
 }
 
 TxnResult Producer::begin_transaction() {
@@ -744,21 +747,11 @@ TxnResult Producer::begin_transaction() {
 }
 
 boost::asio::awaitable<TxnResult> Producer::commit_transaction(std::chrono::milliseconds timeout) {
-  rd_kafka_t* rk = impl_->rk.get();
-  auto call = [rk, timeout] {
-    return txn_result(rd_kafka_commit_transaction(rk, timeout_ms(timeout)));
-  };
-  TxnResult r = co_await impl_->off_thread(std::move(call));
-  co_return r;
+  return impl_->transaction_call(&rd_kafka_commit_transaction, timeout);
 }
 
 boost::asio::awaitable<TxnResult> Producer::abort_transaction(std::chrono::milliseconds timeout) {
-  rd_kafka_t* rk = impl_->rk.get();
-  auto call = [rk, timeout] {
-    return txn_result(rd_kafka_abort_transaction(rk, timeout_ms(timeout)));
-  };
-  TxnResult r = co_await impl_->off_thread(std::move(call));
-  co_return r;
+  return impl_->transaction_call(&rd_kafka_abort_transaction, timeout);
 }
 
 bool Producer::transaction_call_running() const { return impl_->txn_call_running; }

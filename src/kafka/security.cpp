@@ -49,6 +49,15 @@ std::string describe_property(std::string_view name, std::string_view value) {
          (is_secret_property(name) ? std::string("(secret, not shown)") : std::string(value));
 }
 
+void set_property(rd_kafka_conf_t* conf, const std::string& name, const std::string& value) {
+  char errstr[512];
+  if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), errstr, sizeof errstr) !=
+      RD_KAFKA_CONF_OK) {
+    // The value only when it is no secret (a misspelt sasl.password stays hidden too).
+    throw ConfigError("Kafka property " + describe_property(name, value) + ": " + errstr);
+  }
+}
+
 ClientError classify_client_error(int err, std::string_view reason) {
   if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION ||
       err == RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED) {

@@ -1,7 +1,7 @@
 // What the kafka module knows about authentication: the SASL mechanisms the linked librdkafka
 // cannot log in with, the properties whose values are secrets, and which client errors mean
-// that the broker refused the client's credentials or certificate. Pure; internal to the kafka
-// module and its unit tests.
+// that the broker refused the client's credentials or certificate. Pure but for the two calls
+// on a librdkafka configuration; internal to the kafka module and its unit tests.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
@@ -30,6 +30,10 @@ bool is_secret_property(std::string_view name);
 
 // "name=value", or "name=(secret, not shown)" for a secret.
 std::string describe_property(std::string_view name, std::string_view value);
+
+// Sets property `name` of `conf` to `value`; throws ConfigError naming the property and what
+// librdkafka said, with the value only when it is no secret (describe_property()).
+void set_property(rd_kafka_conf_t* conf, const std::string& name, const std::string& value);
 
 // What an error of librdkafka's error callback (its code as an int, and its text) says about
 // the client's credentials.
