@@ -61,24 +61,6 @@ int column_index(const pgoutput::Relation& relation, std::string_view name) {
   return -1;
 }
 
-// A column that must hold a text value. Returns the reason it does not, or an empty view.
-std::string_view read_required(const TupleData& tuple, int index, std::string_view& out) {
-  if (index < 0) return kMissing;
-  const TupleValue& value = tuple[static_cast<std::size_t>(index)];
-  switch (value.kind) {
-    case ValueKind::kText:
-      out = value.data;
-      return {};
-    case ValueKind::kNull:
-      return kNull;
-    case ValueKind::kUnchangedToast:
-      return kUnchangedToast;
-    case ValueKind::kBinary:
-      return kBinary;
-  }
-  return kBinary;  // unreachable for a valid ValueKind; the decoder only produces the four above
-}
-
 // A column that may be absent or NULL (both give nullopt). Returns why it is unreadable, or empty.
 std::string_view read_optional(const TupleData& tuple, int index,
                                std::optional<std::string_view>& out) {
@@ -96,7 +78,17 @@ std::string_view read_optional(const TupleData& tuple, int index,
     case ValueKind::kBinary:
       return kBinary;
   }
-  return kBinary;
+  return kBinary;  // unreachable for a valid ValueKind; the decoder only produces the four above
+}
+
+// A column that must hold a text value. Returns the reason it does not, or an empty view.
+std::string_view read_required(const TupleData& tuple, int index, std::string_view& out) {
+  if (index < 0) return kMissing;
+  std::optional<std::string_view> value;
+  if (const std::string_view why = read_optional(tuple, index, value); !why.empty()) return why;
+  if (!value) return kNull;
+  out = *value;
+  return {};
 }
 
 // Value of each byte as a hex digit; -1 for the others.
