@@ -122,9 +122,10 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
   w.single("outbox_relay_dlq_events_total", "counter",
            "Events routed to the dead-letter topic instead of their own.", m.dlq_events);
   w.single("outbox_relay_producer_rewinds_total", "counter",
-           "Times the Kafka producer stopped (a batch refused by the broker, or its idempotent "
-           "sequence lost) and the relay rewound to the confirmed position with a new producer, "
-           "sending the records it had failed one at a time, in order.",
+           "Times the producer stopped (Kafka: a batch refused by the broker, or its idempotent "
+           "sequence lost; NATS JetStream: the connection lost, or an acknowledgement overdue) "
+           "and the relay rewound to the confirmed position with a new producer, sending the "
+           "records a broker had refused one at a time, in order.",
            m.producer_rewinds);
   w.single("outbox_relay_kafka_transactions_committed_total", "counter",
            "Kafka transactions committed (--delivery exactly-once), each carrying whole "
