@@ -1,9 +1,10 @@
-#include "outbox/app/reconcile.hpp"
+#include "outbox/lifecycle/reconcile.hpp"
 
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <ostream>
 #include <set>
@@ -20,7 +21,7 @@
 #include "outbox/pg/window_scan.hpp"
 #include "outbox/relay/event_record.hpp"
 
-namespace outbox::app {
+namespace outbox::lifecycle {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -53,6 +54,22 @@ std::int64_t now_us() {
 }
 
 }  // namespace
+
+std::string format_utc(std::int64_t epoch_us) {
+  using namespace std::chrono;
+  const sys_time<microseconds> t{microseconds(epoch_us)};
+  const sys_days day = floor<days>(t);
+  const year_month_day ymd(day);
+  std::int64_t rest = (t - day).count();  // microseconds into the day
+  const int us = static_cast<int>(rest % 1'000'000);
+  rest /= 1'000'000;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02d:%02d:%02d.%06dZ",
+                static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()),
+                static_cast<unsigned>(ymd.day()), static_cast<int>(rest / 3600),
+                static_cast<int>(rest / 60 % 60), static_cast<int>(rest % 60), us);
+  return buf;
+}
 
 // ---- EventIdSet ----------------------------------------------------------------------------
 
@@ -221,9 +238,9 @@ std::string field_value(const std::optional<std::string>& value) {
   return out + "\"";
 }
 
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle
 
-namespace outbox::app {
+namespace outbox::lifecycle {
 namespace {
 
 // Publishes repaired events with the relay's producer (its defaults: idempotent, acks=all,
@@ -650,4 +667,4 @@ int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& er
   return Reconciliation(o, out, err).run();
 }
 
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle

@@ -1,15 +1,15 @@
-#include "outbox/app/prune.hpp"
+#include "outbox/lifecycle/prune.hpp"
 
 #include <chrono>
 #include <optional>
 #include <ostream>
 #include <thread>
 
-#include "outbox/app/backlog.hpp"  // human_duration
+#include "outbox/lifecycle/backlog.hpp"  // human_duration
 #include "outbox/pg/admin.hpp"
 #include "outbox/pg/prune.hpp"
 
-namespace outbox::app {
+namespace outbox::lifecycle {
 
 std::string prune_refusal(const std::string& name, const PruneSlotView& s) {
   const std::string refuse = "refusing to prune: replication slot " + name;
@@ -176,4 +176,4 @@ int run_prune(const PruneOptions& o, std::ostream& out, std::ostream& err) {
   }
 }
 
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle

@@ -1,11 +1,11 @@
 // When `prune` refuses to trust the slot or the time column: nothing is deleted unless the slot
 // is the relay's live logical slot in this database with a catalog_xmin, and the retention
 // column exists and is a timestamp.
-#include "outbox/app/prune.hpp"
+#include "outbox/lifecycle/prune.hpp"
 
 #include <gtest/gtest.h>
 
-namespace outbox::app {
+namespace outbox::lifecycle {
 namespace {
 
 PruneSlotView good_slot() {
@@ -52,4 +52,4 @@ TEST(Prune, TheTimeColumnMustExistAndBeATimestamp) {
 }
 
 }  // namespace
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle
