@@ -7,6 +7,7 @@
 #include "outbox/lifecycle/status.hpp"    // human_bytes
 #include "outbox/nats/publisher.hpp"
 #include "outbox/pg/admin.hpp"
+#include "outbox/pg/slot_rules.hpp"
 #include "outbox/relay/relay.hpp"  // exit codes
 
 namespace outbox::app {
@@ -29,16 +30,16 @@ std::string setup_refusal(const SetupOptions& o, const pg::BootstrapResult& r) {
     case pg::BootstrapRefusal::kPublicationMissing:
       return "publication " + o.publication + " does not exist";
     case pg::BootstrapRefusal::kSlotMissing:
-      return "replication slot " + o.slot + " does not exist";
+      return "replication slot " + o.slot + " " + pg::slot_missing_words();
     case pg::BootstrapRefusal::kSlotVanished:
     case pg::BootstrapRefusal::kSlotDroppedMeanwhile:
       return "replication slot " + o.slot + " vanished while set up";
     case pg::BootstrapRefusal::kSlotNotPgoutput:
-      return "replication slot " + o.slot + " exists but is a " + slot_type + " slot with plugin " +
-             plugin + ", not logical pgoutput (drop it or choose another --slot)";
+      return "replication slot " + o.slot + " exists but " +
+             pg::slot_not_pgoutput_words(slot_type, plugin) + " (drop it or choose another --slot)";
     case pg::BootstrapRefusal::kSlotLost:
-      return "replication slot " + o.slot +
-             " exists but is lost (wal_status lost): drop it with `outbox-relay drop --yes` and "
+      return "replication slot " + o.slot + " exists but " + pg::slot_lost_words() +
+             ": drop it with `outbox-relay drop --yes` and "
              "run setup again, then reconcile outbox rows committed after " +
              lsn_text(confirmed);
   }
@@ -234,8 +235,7 @@ int run_drop(const DropOptions& o, std::ostream& out, std::ostream& err) {
       out << "slot " << o.slot << ": does not exist\n";
     } else if (slot->active) {
       return fail(err, "drop",
-                  "replication slot " + o.slot + " is in use by PID " +
-                      (slot->active_pid ? std::to_string(*slot->active_pid) : "?") +
+                  "replication slot " + o.slot + " " + pg::slot_in_use_words(slot->active_pid) +
                       ": stop the relay first");
     } else {
       db.drop_slot(o.slot);

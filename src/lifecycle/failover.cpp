@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "outbox/pg/conninfo.hpp"
+#include "outbox/pg/slot_rules.hpp"
 
 namespace outbox::lifecycle {
 namespace {
@@ -98,7 +99,7 @@ FailoverCheck check_failover_primary(pg::AdminSession& db, const std::string& sl
                               ", which is not a physical slot on the primary: decoding of "
                               "failover slots waits for it forever (" +
                               hint + ")");
-    } else if (wal_status.value_or("") == "lost") {
+    } else if (pg::is_lost_slot(wal_status.value_or(""))) {
       c.unprotected.push_back("synchronized_standby_slots names " + name +
                               ", a physical slot that is lost: decoding of failover slots waits "
                               "for it forever; rebuild the standby on a new slot");
@@ -125,7 +126,7 @@ std::vector<std::string> StandbyCopy::problems() const {
           "standby: its copy is still temporary: the primary's slot has not yet moved past the "
           "standby's catalog xmin (a promotion now would lose the slot)");
     }
-    if (slot->wal_status == "lost" || slot->invalidation_reason) {
+    if (pg::is_lost_slot(slot->wal_status) || slot->invalidation_reason) {
       p.push_back("standby: its copy is invalidated (" +
                   slot->invalidation_reason.value_or("wal_status lost") + ")");
     }
@@ -187,7 +188,7 @@ std::string slot_lost_advice(const std::string& conninfo, const std::string& slo
     std::string cause;
     if (!s) {
       cause = "it no longer exists (dropped by someone)";
-    } else if (s->wal_status != "lost" && !s->invalidation_reason) {
+    } else if (!pg::is_lost_slot(s->wal_status) && !s->invalidation_reason) {
       return "";
     } else {
       const std::string reason = s->invalidation_reason.value_or("");

@@ -8,28 +8,27 @@
 #include "outbox/lifecycle/backlog.hpp"  // human_duration
 #include "outbox/pg/admin.hpp"
 #include "outbox/pg/prune.hpp"
+#include "outbox/pg/slot_rules.hpp"
 
 namespace outbox::lifecycle {
 
 std::string prune_refusal(const std::string& name, const PruneSlotView& s) {
   const std::string refuse = "refusing to prune: replication slot " + name;
   if (!s.exists) {
-    return refuse +
-           " does not exist, so nothing tells which outbox rows were relayed (give the relay's "
+    return refuse + " " + pg::slot_missing_words() +
+           ", so nothing tells which outbox rows were relayed (give the relay's "
            "--slot)";
   }
-  if (s.slot_type != "logical" || s.plugin != "pgoutput") {
-    return refuse + " is a " + s.slot_type + " slot with plugin " + s.plugin +
-           ", not the relay's logical pgoutput slot";
+  if (!pg::is_pgoutput_slot(s.slot_type, s.plugin)) {
+    return refuse + " " + pg::slot_not_pgoutput_words(s.slot_type, s.plugin);
   }
   if (s.database != s.current_database) {
     return refuse + " belongs to database " + s.database + ", not " + s.current_database +
            " (connect --pg to the outbox's database)";
   }
-  if (s.wal_status == "lost") {
-    return refuse +
-           " is lost (wal_status lost): events after its confirmed position were never relayed; "
-           "reconcile them first";
+  if (pg::is_lost_slot(s.wal_status)) {
+    return refuse + " " + pg::slot_lost_words() + ": " + pg::slot_lost_consequence() +
+           "; reconcile them first";
   }
   if (s.catalog_xmin.empty()) {
     return refuse + " has no catalog_xmin yet (still being created?): nothing is confirmed";

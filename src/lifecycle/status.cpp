@@ -8,6 +8,7 @@
 
 #include "outbox/common/log_text.hpp"  // quoted: a JSON string literal
 #include "outbox/pg/slot_changes.hpp"
+#include "outbox/pg/slot_rules.hpp"
 
 namespace outbox::lifecycle {
 namespace {
@@ -52,16 +53,13 @@ SlotHealth assess_slot(const std::optional<pg::SlotInfo>& slot, std::uint64_t ma
                        const BacklogStatus* backlog, const StandbyCopy* standby) {
   SlotHealth h;
   if (!slot) {
-    h.problems.push_back("slot does not exist");
+    h.problems.push_back("slot " + pg::slot_missing_words());
   } else {
-    if (slot->wal_status == "lost") {
-      h.problems.push_back(
-          "slot is lost (wal_status lost): the WAL it needed was removed; events committed since "
-          "its confirmed position were never relayed");
+    if (pg::is_lost_slot(slot->wal_status)) {
+      h.problems.push_back("slot " + pg::slot_lost_words() + ": " + pg::slot_lost_consequence());
     }
-    if (slot->slot_type != "logical" || slot->plugin != "pgoutput") {
-      h.problems.push_back("slot is not a logical pgoutput slot (type " + slot->slot_type +
-                           ", plugin " + slot->plugin + ")");
+    if (!pg::is_pgoutput_slot(slot->slot_type, slot->plugin)) {
+      h.problems.push_back("slot " + pg::slot_not_pgoutput_words(slot->slot_type, slot->plugin));
     }
     if (slot->retained_wal_bytes > max_retained) {
       h.problems.push_back("retained WAL " + human_bytes(slot->retained_wal_bytes) +
@@ -225,15 +223,15 @@ BacklogStatus count_pending(const StatusOptions& o, const std::optional<pg::Slot
   b.max_age = o.max_age;
   if (!slot) {
     b.slot_missing = true;
-    b.error = "slot does not exist";
+    b.error = "slot " + pg::slot_missing_words();
     return b;
   }
-  if (slot->slot_type != "logical" || slot->plugin != "pgoutput") {
-    b.error = "not a logical pgoutput slot";
+  if (!pg::is_pgoutput_slot(slot->slot_type, slot->plugin)) {
+    b.error = "slot " + pg::slot_not_pgoutput_words(slot->slot_type, slot->plugin);
     return b;
   }
-  if (slot->wal_status == "lost") {
-    b.error = "slot is lost";
+  if (pg::is_lost_slot(slot->wal_status)) {
+    b.error = "slot " + pg::slot_lost_words();
     return b;
   }
   try {

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "outbox/pg/slot_rules.hpp"
+
 namespace outbox::pg {
 namespace {
 
@@ -129,9 +131,9 @@ void SlotBootstrap::on_rows(const Rows& rows) {
       }
       s.active = *r[4] == "t";
       step_ = Step::kDone;
-      if (s.slot_type != "logical" || s.plugin.value_or("") != "pgoutput") {
+      if (!is_pgoutput_slot(s.slot_type, s.plugin.value_or(""))) {
         result_.refusal = BootstrapRefusal::kSlotNotPgoutput;
-      } else if (s.wal_status == "lost") {
+      } else if (is_lost_slot(s.wal_status)) {
         result_.refusal = BootstrapRefusal::kSlotLost;
       }
       result_.slot = std::move(s);

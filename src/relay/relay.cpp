@@ -27,6 +27,7 @@
 #include "outbox/pg/bootstrap.hpp"
 #include "outbox/pg/publication_check.hpp"
 #include "outbox/pg/replication_connection.hpp"
+#include "outbox/pg/slot_rules.hpp"
 #include "outbox/pgoutput/decoder.hpp"
 #include "outbox/pgoutput/wire.hpp"
 #include "outbox/relay/pipeline.hpp"
@@ -474,8 +475,8 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
           return {kExitError, "publication " + config_.publication +
                                   " does not exist and --no-create was given"};
         case pg::BootstrapRefusal::kSlotMissing:
-          return {kExitError,
-                  "replication slot " + config_.slot + " does not exist and --no-create was given"};
+          return {kExitError, "replication slot " + config_.slot + " " + pg::slot_missing_words() +
+                                  " and --no-create was given"};
         case pg::BootstrapRefusal::kSlotVanished:
           return {kExitSlotLost,
                   "replication slot " + config_.slot +
@@ -489,18 +490,18 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
                                   " was created by another connection while the relay created "
                                   "it, and dropped again"};
         case pg::BootstrapRefusal::kSlotNotPgoutput:
-          return {kExitError, "replication slot " + config_.slot + " uses plugin " +
-                                  (slot ? slot->plugin.value_or("?") : "?") + ", not pgoutput"};
+          return {kExitError,
+                  "replication slot " + config_.slot + " " +
+                      pg::slot_not_pgoutput_words(slot ? slot->slot_type : "?",
+                                                  slot ? slot->plugin.value_or("") : "?")};
         case pg::BootstrapRefusal::kSlotLost:
           return {kExitSlotLost,
-                  "replication slot " + config_.slot +
-                      " was invalidated (wal_status lost, confirmed " +
+                  "replication slot " + config_.slot + " " + pg::slot_lost_words() + ": " +
+                      pg::slot_lost_consequence() + " (confirmed_flush_lsn " +
                       (slot && slot->confirmed_flush_lsn ? slot->confirmed_flush_lsn->to_string()
                                                          : "?") +
-                      "): the WAL it needed was removed (max_slot_wal_keep_size), so outbox rows "
-                      "committed since then were never relayed. Drop the slot, start the relay to "
-                      "create a new one, and reconcile the outbox rows committed after that "
-                      "position."};
+                      "; max_slot_wal_keep_size). Drop the slot, start the relay to create a new "
+                      "one, and reconcile the outbox rows committed after that position."};
       }
       return {kExitError, "replication slot " + config_.slot + " cannot be used"};
     };

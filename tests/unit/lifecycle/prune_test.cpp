@@ -21,8 +21,9 @@ TEST(Prune, TrustsOnlyALiveLogicalSlotWithACatalogXmin) {
   auto physical = good_slot();
   physical.slot_type = "physical";
   physical.plugin = "";
-  EXPECT_NE(prune_refusal("s", physical).find("not the relay's logical pgoutput slot"),
-            std::string::npos);
+  EXPECT_NE(
+      prune_refusal("s", physical).find("is a physical slot with plugin , not logical pgoutput"),
+      std::string::npos);
   auto other_db = good_slot();
   other_db.database = "billing";
   EXPECT_NE(prune_refusal("s", other_db).find("belongs to database billing, not app"),
