@@ -3,6 +3,7 @@
 #include <chrono>
 #include <ostream>
 
+#include "outbox/common/qualified_name.hpp"
 #include "outbox/lifecycle/failover.hpp"  // check_failover_primary
 #include "outbox/lifecycle/status.hpp"    // human_bytes
 #include "outbox/nats/publisher.hpp"
@@ -78,7 +79,7 @@ int setup_stream(const SetupOptions& o, std::ostream& out, std::ostream& err) {
 }  // namespace
 
 int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
-  const std::string table = o.schema + "." + o.table;
+  const std::string table = common::QualifiedName{o.schema, o.table}.text();
   if (!o.nats_stream.empty()) {
     if (const int code = setup_stream(o, out, err); code != 0) return code;
   }

@@ -22,6 +22,7 @@
 #include "outbox/app/options.hpp"
 #include "outbox/app/prometheus.hpp"
 #include "outbox/common/log_text.hpp"
+#include "outbox/common/qualified_name.hpp"
 #include "outbox/kafka/producer.hpp"
 #include "outbox/lifecycle/failover.hpp"
 #include "outbox/lifecycle/prune.hpp"
@@ -198,9 +199,9 @@ int run_relay(const outbox::app::Options& options) {
   }
 
   const auto& m = options.relay.mapper;
-  const outbox::app::RelayIdentity identity{options.relay.slot, options.relay.publication,
-                                            m.table.empty() ? "" : m.schema + "." + m.table,
-                                            kVersion};
+  const outbox::app::RelayIdentity identity{
+      options.relay.slot, options.relay.publication,
+      m.table.empty() ? "" : outbox::common::QualifiedName{m.schema, m.table}.text(), kVersion};
   // Declared before the HTTP server, whose handler reads it.
   std::unique_ptr<outbox::app::BacklogSampler> backlog;
   // The backlog counts outbox inserts: a relay of messages only (no table) has none to count.
@@ -288,7 +289,7 @@ int run_relay(const outbox::app::Options& options) {
     // Why PostgreSQL invalidated the slot, and the commands that recover the events.
     const std::string advice = outbox::lifecycle::slot_lost_advice(
         options.relay.conninfo, options.relay.slot, options.relay.producer.brokers,
-        m.table.empty() ? "" : m.schema + "." + m.table);
+        m.table.empty() ? "" : outbox::common::QualifiedName{m.schema, m.table}.text());
     spdlog::shutdown();
     if (!advice.empty()) std::fprintf(stderr, "outbox-relay: %s\n", advice.c_str());
     return exit_code;

@@ -5,6 +5,7 @@
 #include <ostream>
 #include <thread>
 
+#include "outbox/common/qualified_name.hpp"
 #include "outbox/lifecycle/backlog.hpp"  // human_duration
 #include "outbox/pg/admin.hpp"
 #include "outbox/pg/prune.hpp"
@@ -53,7 +54,7 @@ std::string time_column_refusal(const std::string& table, const std::string& col
 }
 
 int run_prune(const PruneOptions& o, std::ostream& out, std::ostream& err) {
-  const std::string table = o.schema + "." + o.table;
+  const std::string table = common::QualifiedName{o.schema, o.table}.text();
   auto fail = [&](const std::string& message) {
     err << "outbox-relay prune: " << message << '\n';
     return 1;
@@ -83,7 +84,7 @@ int run_prune(const PruneOptions& o, std::ostream& out, std::ostream& err) {
 
     std::uint64_t deleted = 0, would_delete = 0, kept = 0, dropped = 0, dropped_rows = 0;
     for (const auto& part : parts) {
-      const std::string name = part.schema + "." + part.name;
+      const std::string name = common::QualifiedName{part.schema, part.name}.text();
       const std::string what = part.is_partition ? "partition " + name : "table " + name;
       const pg::PartCounts c = q.count(part, cutoff);
       kept += c.unconfirmed;

@@ -6,6 +6,7 @@
 
 #include "blocking_session.hpp"
 #include "libpq_handles.hpp"
+#include "outbox/common/qualified_name.hpp"
 #include "outbox/pg/publication_check.hpp"
 #include "pq_error.hpp"
 
@@ -175,7 +176,7 @@ void AdminSession::drop_slot(const std::string& name) {
 
 bool AdminSession::table_exists(const std::string& schema, const std::string& table) {
   return !run_blocking(
-              impl_->conn.get(), "look up table " + schema + "." + table,
+              impl_->conn.get(), "look up table " + common::QualifiedName{schema, table}.text(),
               "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = $2",
               {schema, table})
               .empty();
@@ -249,7 +250,7 @@ AdminSession::EmitRestriction AdminSession::restrict_emit(const std::vector<std:
 }
 
 void AdminSession::create_outbox_table(const std::string& schema, const std::string& table) {
-  const std::string what = "create table " + schema + "." + table;
+  const std::string what = "create table " + common::QualifiedName{schema, table}.text();
   run_blocking(impl_->conn.get(), what,
                "CREATE TABLE IF NOT EXISTS " + quote_identifier(schema) + "." +
                    quote_identifier(table) +

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "outbox/common/qualified_name.hpp"
 #include "outbox/pg/slot_rules.hpp"
 
 namespace outbox::pg {
@@ -65,7 +66,8 @@ std::string SlotBootstrap::what() const {
       return "inspect publication " + t.publication;
     case Step::kCreatePublication:
       if (t.table.empty()) return "create publication " + t.publication + " (no tables)";
-      return "create publication " + t.publication + " for table " + t.schema + "." + t.table;
+      return "create publication " + t.publication + " for table " +
+             common::QualifiedName{t.schema, t.table}.text();
     case Step::kFindSlot:
       return "inspect replication slot " + options_.slot;
     case Step::kCreateSlot:

@@ -10,6 +10,7 @@
 
 #include "blocking_session.hpp"
 #include "libpq_handles.hpp"
+#include "outbox/common/qualified_name.hpp"
 #include "pq_error.hpp"
 
 namespace outbox::pg {
@@ -35,7 +36,7 @@ SlotChangeScan::~SlotChangeScan() = default;
 
 std::set<std::uint32_t> SlotChangeScan::table_relids(const std::string& schema,
                                                      const std::string& table) {
-  const std::string what = "look up table " + schema + "." + table;
+  const std::string what = "look up table " + common::QualifiedName{schema, table}.text();
   auto rows =
       run_blocking(impl_->conn.get(), what,
                    // pg_partition_tree lists nothing for a table that is neither

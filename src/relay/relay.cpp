@@ -23,6 +23,7 @@
 #include "nats_publishers.hpp"
 #include "outbox/common/clock.hpp"
 #include "outbox/common/log_text.hpp"
+#include "outbox/common/qualified_name.hpp"
 #include "outbox/kafka/consumer.hpp"
 #include "outbox/pg/bootstrap.hpp"
 #include "outbox/pg/publication_check.hpp"
@@ -516,8 +517,9 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       const pg::BootstrapResult r =
           co_await pg::ensure_slot_and_publication(*conn_, options, config_.connect_timeout);
       if (r.created_publication) {
-        log_->info("event=created_publication publication={} table={}", config_.publication,
-                   quoted(m.table.empty() ? "none" : m.schema + "." + m.table));
+        log_->info(
+            "event=created_publication publication={} table={}", config_.publication,
+            quoted(m.table.empty() ? "none" : common::QualifiedName{m.schema, m.table}.text()));
       }
       if (r.created_slot) log_->info("event=created_slot slot={}", config_.slot);
       if (r.refusal) throw FatalError(refused(*r.refusal, r.slot));
