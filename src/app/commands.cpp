@@ -5,7 +5,7 @@
 
 #include "outbox/common/qualified_name.hpp"
 #include "outbox/lifecycle/failover.hpp"  // check_failover_primary
-#include "outbox/lifecycle/status.hpp"    // human_bytes
+#include "outbox/lifecycle/status.hpp"    // human_bytes, lsn_text
 #include "outbox/nats/publisher.hpp"
 #include "outbox/pg/admin.hpp"
 #include "outbox/pg/slot_rules.hpp"
@@ -14,7 +14,7 @@
 namespace outbox::app {
 namespace {
 
-std::string lsn_text(const std::optional<pg::Lsn>& lsn) { return lsn ? lsn->to_string() : "-"; }
+using lifecycle::lsn_text;
 
 // Reports a pg::Error as "outbox-relay COMMAND: message" and returns exit code 1.
 int fail(std::ostream& err, const char* command, const std::string& message) {

@@ -11,9 +11,9 @@
 #include "outbox/pg/slot_rules.hpp"
 
 namespace outbox::lifecycle {
-namespace {
-
 std::string lsn_text(const std::optional<pg::Lsn>& lsn) { return lsn ? lsn->to_string() : "-"; }
+
+namespace {
 
 std::string json_lsn(const std::optional<pg::Lsn>& lsn) {
   return lsn ? common::quoted(lsn->to_string()) : "null";

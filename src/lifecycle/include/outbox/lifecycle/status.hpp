@@ -46,6 +46,9 @@ std::string format_status_json(const std::string& slot_name,
 // move). A failure to count is reported in the result (`error`), not thrown.
 BacklogStatus count_pending(const StatusOptions& options, const std::optional<pg::SlotInfo>& slot);
 
+// "0/16B3748", or "-" for no position (a slot not yet confirmed), as the reports print it.
+std::string lsn_text(const std::optional<pg::Lsn>& lsn);
+
 // "1.5 GiB", "512 B".
 std::string human_bytes(std::uint64_t bytes);
 
