@@ -6,9 +6,9 @@
 #include <sstream>
 #include <system_error>
 
-#include "outbox/app/commands.hpp"
 #include "outbox/common/clock.hpp"
 #include "outbox/common/log_text.hpp"
+#include "outbox/lifecycle/status.hpp"
 #include "outbox/pg/admin.hpp"
 #include "sampler_thread.hpp"
 
@@ -65,7 +65,7 @@ std::string render_backlog_prometheus(const BacklogSample& s, std::int64_t now_u
   return out.str();
 }
 
-BacklogSampler::BacklogSampler(StatusOptions where, std::chrono::milliseconds every)
+BacklogSampler::BacklogSampler(lifecycle::StatusOptions where, std::chrono::milliseconds every)
     : where_(std::move(where)), every_(every) {}
 
 BacklogSampler::~BacklogSampler() = default;
@@ -74,10 +74,10 @@ void BacklogSampler::start() {
   auto log = spdlog::get("app");
   if (!log) log = spdlog::default_logger();
   auto measure = [where = where_, log]() -> SamplerThread<BacklogSample>::Record {
-    BacklogStatus status;
+    lifecycle::BacklogStatus status;
     try {
       pg::AdminSession db(where.conninfo);
-      status = count_pending(where, db.slot(where.slot));
+      status = lifecycle::count_pending(where, db.slot(where.slot));
     } catch (const pg::Error& e) {
       status.error = e.what();
     }

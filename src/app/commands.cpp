@@ -1,33 +1,20 @@
 #include "outbox/app/commands.hpp"
 
-#include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <ostream>
-#include <sstream>
 
-#include "outbox/app/logging.hpp"  // json_string
+#include "outbox/common/qualified_name.hpp"
+#include "outbox/lifecycle/failover.hpp"  // check_failover_primary
+#include "outbox/lifecycle/status.hpp"    // human_bytes, lsn_text
 #include "outbox/nats/publisher.hpp"
-#include "outbox/pg/slot_changes.hpp"
+#include "outbox/pg/admin.hpp"
+#include "outbox/pg/slot_rules.hpp"
 #include "outbox/relay/relay.hpp"  // exit codes
 
 namespace outbox::app {
 namespace {
 
-std::string lsn_text(const std::optional<pg::Lsn>& lsn) { return lsn ? lsn->to_string() : "-"; }
-
-std::string json_lsn(const std::optional<pg::Lsn>& lsn) {
-  return lsn ? json_string(lsn->to_string()) : "null";
-}
-
-std::string json_opt(const std::optional<std::string>& s) { return s ? json_string(*s) : "null"; }
-
-// One "name   value" line of the human report.
-void row(std::ostream& out, std::string_view name, const std::string& value) {
-  out << name;
-  for (std::size_t i = name.size(); i < 22; ++i) out << ' ';
-  out << value << '\n';
-}
+using lifecycle::lsn_text;
 
 // Reports a pg::Error as "outbox-relay COMMAND: message" and returns exit code 1.
 int fail(std::ostream& err, const char* command, const std::string& message) {
@@ -44,16 +31,16 @@ std::string setup_refusal(const SetupOptions& o, const pg::BootstrapResult& r) {
     case pg::BootstrapRefusal::kPublicationMissing:
       return "publication " + o.publication + " does not exist";
     case pg::BootstrapRefusal::kSlotMissing:
-      return "replication slot " + o.slot + " does not exist";
+      return "replication slot " + o.slot + " " + pg::slot_missing_words();
     case pg::BootstrapRefusal::kSlotVanished:
     case pg::BootstrapRefusal::kSlotDroppedMeanwhile:
       return "replication slot " + o.slot + " vanished while set up";
     case pg::BootstrapRefusal::kSlotNotPgoutput:
-      return "replication slot " + o.slot + " exists but is a " + slot_type + " slot with plugin " +
-             plugin + ", not logical pgoutput (drop it or choose another --slot)";
+      return "replication slot " + o.slot + " exists but " +
+             pg::slot_not_pgoutput_words(slot_type, plugin) + " (drop it or choose another --slot)";
     case pg::BootstrapRefusal::kSlotLost:
-      return "replication slot " + o.slot +
-             " exists but is lost (wal_status lost): drop it with `outbox-relay drop --yes` and "
+      return "replication slot " + o.slot + " exists but " + pg::slot_lost_words() +
+             ": drop it with `outbox-relay drop --yes` and "
              "run setup again, then reconcile outbox rows committed after " +
              lsn_text(confirmed);
   }
@@ -61,191 +48,6 @@ std::string setup_refusal(const SetupOptions& o, const pg::BootstrapResult& r) {
 }
 
 }  // namespace
-
-std::string human_bytes(std::uint64_t bytes) {
-  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  if (u == 0) {
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
-  } else {
-    std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[u]);
-  }
-  return buf;
-}
-
-SlotHealth assess_slot(const std::optional<pg::SlotInfo>& slot, std::uint64_t max_retained,
-                       const BacklogStatus* backlog, const StandbyCopy* standby) {
-  SlotHealth h;
-  if (!slot) {
-    h.problems.push_back("slot does not exist");
-  } else {
-    if (slot->wal_status == "lost") {
-      h.problems.push_back(
-          "slot is lost (wal_status lost): the WAL it needed was removed; events committed since "
-          "its confirmed position were never relayed");
-    }
-    if (slot->slot_type != "logical" || slot->plugin != "pgoutput") {
-      h.problems.push_back("slot is not a logical pgoutput slot (type " + slot->slot_type +
-                           ", plugin " + slot->plugin + ")");
-    }
-    if (slot->retained_wal_bytes > max_retained) {
-      h.problems.push_back("retained WAL " + human_bytes(slot->retained_wal_bytes) +
-                           " exceeds --max-retained " + human_bytes(max_retained));
-    }
-  }
-  if (backlog) {
-    for (auto& p : backlog_problems(*backlog)) h.problems.push_back(std::move(p));
-  }
-  if (standby) {
-    if (slot && slot->failover && !*slot->failover) {
-      h.problems.push_back("slot is not a failover slot: no standby keeps a copy of it");
-    }
-    for (auto& p : standby->problems()) h.problems.push_back(std::move(p));
-  }
-  h.healthy = h.problems.empty();
-  return h;
-}
-
-std::string format_status_text(const std::string& name, const std::optional<pg::SlotInfo>& slot,
-                               std::uint64_t max_retained, const BacklogStatus* backlog,
-                               const StandbyCopy* standby) {
-  std::ostringstream out;
-  const SlotHealth h = assess_slot(slot, max_retained, backlog, standby);
-  row(out, "slot", name);
-  if (!slot) {
-    row(out, "exists", "no");
-  } else {
-    const auto& s = *slot;
-    row(out, "plugin", s.plugin + " (" + s.slot_type + ", database " + s.database + ")");
-    std::string active = s.active ? "yes" : "no";
-    if (s.active_pid) {
-      active += " (pid " + std::to_string(*s.active_pid);
-      if (s.application_name && !s.application_name->empty()) {
-        active += ", application " + *s.application_name;
-      }
-      if (s.client_addr) active += ", client " + *s.client_addr;
-      if (s.replication_state) active += ", " + *s.replication_state;
-      active += ")";
-    }
-    row(out, "active", active);
-    row(out, "confirmed_flush_lsn", lsn_text(s.confirmed_flush_lsn));
-    row(out, "restart_lsn", lsn_text(s.restart_lsn));
-    row(out, "current_wal_lsn", s.current_wal_lsn.to_string());
-    row(out, "retained_wal",
-        human_bytes(s.retained_wal_bytes) + " (" + std::to_string(s.retained_wal_bytes) +
-            " bytes; limit " + human_bytes(max_retained) + ")");
-    row(out, "lag",
-        human_bytes(s.confirmed_lag_bytes) + " (" + std::to_string(s.confirmed_lag_bytes) +
-            " bytes from confirmed_flush_lsn to current WAL)");
-    row(out, "wal_status",
-        (s.wal_status.empty() ? "-" : s.wal_status) +
-            (s.invalidation_reason ? " (invalidation_reason " + *s.invalidation_reason + ")" : ""));
-    std::string failover = !s.failover ? "- (PostgreSQL < 17)" : *s.failover ? "yes" : "no";
-    if (s.synced.value_or(false)) {
-      failover += s.in_recovery ? " (a synced copy, on this standby)"
-                                : " (synced from the former primary: this server was promoted)";
-    }
-    row(out, "failover", failover);
-    row(out, "safe_wal_size",
-        s.safe_wal_size
-            ? human_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, *s.safe_wal_size)))
-            : "unlimited (max_slot_wal_keep_size = -1)");
-    if (s.active) {
-      row(out, "sent_lsn", lsn_text(s.sent_lsn));
-      row(out, "flush_lsn", lsn_text(s.flush_lsn));
-      row(out, "flush_lag", s.flush_lag.value_or("-"));
-      row(out, "last_reply", s.reply_time.value_or("-"));
-    }
-  }
-  if (backlog) out << format_backlog_text(*backlog);
-  if (standby) {
-    std::string copy;
-    if (!standby->error.empty()) {
-      copy = "unknown (" + standby->error + ")";
-    } else if (!standby->slot) {
-      copy = "none";
-    } else {
-      const auto& c = *standby->slot;
-      copy = std::string(c.synced.value_or(false) ? "synced" : "not synced") + ", " +
-             (c.temporary ? "temporary" : "persistent") + ", confirmed_flush_lsn " +
-             lsn_text(c.confirmed_flush_lsn) +
-             (c.invalidation_reason ? ", invalidated (" + *c.invalidation_reason + ")" : "");
-    }
-    row(out, "standby_copy", copy);
-    row(out, "failover_ready", standby->ready() ? "yes" : "no");
-  }
-  if (h.healthy) {
-    row(out, "health", "ok");
-  } else {
-    std::string text = "UNHEALTHY: ";
-    for (std::size_t i = 0; i < h.problems.size(); ++i) {
-      text += (i ? "; " : "") + h.problems[i];
-    }
-    row(out, "health", text);
-  }
-  return out.str();
-}
-
-std::string format_status_json(const std::string& name, const std::optional<pg::SlotInfo>& slot,
-                               std::uint64_t max_retained, const BacklogStatus* backlog,
-                               const StandbyCopy* standby) {
-  const SlotHealth h = assess_slot(slot, max_retained, backlog, standby);
-  auto json_bool = [](const std::optional<bool>& b) {
-    return b ? std::string(*b ? "true" : "false") : std::string("null");
-  };
-  std::string o = "{\"slot\":" + json_string(name) + ",\"exists\":" + (slot ? "true" : "false");
-  if (slot) {
-    const auto& s = *slot;
-    o += ",\"plugin\":" + json_string(s.plugin);
-    o += ",\"slot_type\":" + json_string(s.slot_type);
-    o += ",\"database\":" + json_string(s.database);
-    o += std::string(",\"active\":") + (s.active ? "true" : "false");
-    o += ",\"active_pid\":" + (s.active_pid ? std::to_string(*s.active_pid) : "null");
-    o += ",\"confirmed_flush_lsn\":" + json_lsn(s.confirmed_flush_lsn);
-    o += ",\"restart_lsn\":" + json_lsn(s.restart_lsn);
-    o += ",\"current_wal_lsn\":" + json_string(s.current_wal_lsn.to_string());
-    o += ",\"retained_wal_bytes\":" + std::to_string(s.retained_wal_bytes);
-    o += ",\"lag_bytes\":" + std::to_string(s.confirmed_lag_bytes);
-    o += ",\"wal_status\":" + (s.wal_status.empty() ? "null" : json_string(s.wal_status));
-    o += ",\"safe_wal_size\":" + (s.safe_wal_size ? std::to_string(*s.safe_wal_size) : "null");
-    o += ",\"client_addr\":" + json_opt(s.client_addr);
-    o += ",\"application_name\":" + json_opt(s.application_name);
-    o += ",\"replication_state\":" + json_opt(s.replication_state);
-    o += ",\"sent_lsn\":" + json_lsn(s.sent_lsn);
-    o += ",\"flush_lsn\":" + json_lsn(s.flush_lsn);
-    o += ",\"flush_lag\":" + json_opt(s.flush_lag);
-    o += ",\"reply_time\":" + json_opt(s.reply_time);
-    o += ",\"failover\":" + json_bool(s.failover);
-    o += ",\"synced\":" + json_bool(s.synced);
-    o += ",\"invalidation_reason\":" + json_opt(s.invalidation_reason);
-  }
-  if (standby) {
-    o += ",\"standby\":{\"ready\":" + std::string(standby->ready() ? "true" : "false");
-    o += ",\"in_recovery\":" + std::string(standby->in_recovery ? "true" : "false");
-    o += ",\"slot_exists\":" + std::string(standby->slot ? "true" : "false");
-    if (standby->slot) {
-      o += ",\"synced\":" + json_bool(standby->slot->synced);
-      o += ",\"temporary\":" + std::string(standby->slot->temporary ? "true" : "false");
-      o += ",\"confirmed_flush_lsn\":" + json_lsn(standby->slot->confirmed_flush_lsn);
-    }
-    o += "}";
-  }
-  if (backlog) o += format_backlog_json_fields(*backlog);
-  o += ",\"max_retained_bytes\":" + std::to_string(max_retained);
-  o += std::string(",\"healthy\":") + (h.healthy ? "true" : "false");
-  o += ",\"problems\":[";
-  for (std::size_t i = 0; i < h.problems.size(); ++i) {
-    o += (i ? "," : "") + json_string(h.problems[i]);
-  }
-  o += "]}\n";
-  return o;
-}
 
 namespace {
 
@@ -277,7 +79,7 @@ int setup_stream(const SetupOptions& o, std::ostream& out, std::ostream& err) {
 }  // namespace
 
 int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
-  const std::string table = o.schema + "." + o.table;
+  const std::string table = common::QualifiedName{o.schema, o.table}.text();
   if (!o.nats_stream.empty()) {
     if (const int code = setup_stream(o, out, err); code != 0) return code;
   }
@@ -311,7 +113,7 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
     if (o.failover) {
       // Refused rather than warned about: setup is where the configuration is made, and a
       // failover slot the primary does not protect publishes ghosts at a promotion.
-      const FailoverCheck check = check_failover_primary(db, o.slot);
+      const lifecycle::FailoverCheck check = lifecycle::check_failover_primary(db, o.slot);
       if (!check.refusals.empty()) return fail(err, "setup", check.refusals.front());
       if (!check.unprotected.empty()) return fail(err, "setup", check.unprotected.front());
     }
@@ -413,67 +215,6 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
   }
 }
 
-// Counts the pending outbox events from a copy of the slot (pg::SlotChangeScan). A failure to
-// count is reported in the backlog, not thrown: the slot's own state is still worth printing.
-BacklogStatus count_pending(const StatusOptions& o, const std::optional<pg::SlotInfo>& slot) {
-  BacklogStatus b;
-  b.scan_limit = o.scan_limit;
-  b.max_pending = o.max_pending;
-  b.max_age = o.max_age;
-  if (!slot) {
-    b.slot_missing = true;
-    b.error = "slot does not exist";
-    return b;
-  }
-  if (slot->slot_type != "logical" || slot->plugin != "pgoutput") {
-    b.error = "not a logical pgoutput slot";
-    return b;
-  }
-  if (slot->wal_status == "lost") {
-    b.error = "slot is lost";
-    return b;
-  }
-  try {
-    const auto started = std::chrono::steady_clock::now();
-    pg::SlotChangeScan scan(o.conninfo);
-    BacklogCounter counter(scan.table_relids(o.schema, o.table), o.schema, o.table);
-    const pg::SlotScanResult r =
-        scan.scan(o.slot, o.publication, o.scan_limit,
-                  [&](pg::Lsn lsn, std::span<const std::byte> bytes) { counter.add(bytes, lsn); });
-    b.count = counter.count();
-    b.stopped_at_limit = r.limit_reached;
-    b.scanned_upto = r.upto;
-    b.server_now = r.server_now;
-    b.scan_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  } catch (const pg::Error& e) {
-    b.error = e.what();
-  } catch (const BacklogDecodeError& e) {
-    b.error = e.what();
-  }
-  return b;
-}
-
-int run_status(const StatusOptions& o, std::ostream& out, std::ostream& err) {
-  try {
-    pg::AdminSession db(o.conninfo);
-    auto slot = db.slot(o.slot);
-    const BacklogStatus backlog = count_pending(o, slot);
-    std::optional<StandbyCopy> standby;
-    // --standby; else, for a failover slot, each host of a multi-host --pg (the first in
-    // recovery is the standby).
-    const std::vector<std::string> targets = standby_targets(
-        o.standby, slot && slot->failover.value_or(false) ? o.conninfo : std::string());
-    if (!targets.empty()) standby = inspect_standbys(targets, o.slot);
-    const StandbyCopy* copy = standby ? &*standby : nullptr;
-    out << (o.json ? format_status_json(o.slot, slot, o.max_retained_bytes, &backlog, copy)
-                   : format_status_text(o.slot, slot, o.max_retained_bytes, &backlog, copy));
-    return assess_slot(slot, o.max_retained_bytes, &backlog, copy).healthy ? 0 : 1;
-  } catch (const pg::Error& e) {
-    return fail(err, "status", e.what());
-  }
-}
-
 int run_drop(const DropOptions& o, std::ostream& out, std::ostream& err) {
   try {
     pg::AdminSession db(o.conninfo);
@@ -483,7 +224,7 @@ int run_drop(const DropOptions& o, std::ostream& out, std::ostream& err) {
       if (slot) {
         out << "would drop slot " << o.slot << " (" << (slot->active ? "active" : "inactive")
             << ", confirmed_flush_lsn " << lsn_text(slot->confirmed_flush_lsn) << ", retains "
-            << human_bytes(slot->retained_wal_bytes) << " of WAL)\n";
+            << lifecycle::human_bytes(slot->retained_wal_bytes) << " of WAL)\n";
       }
       if (pub) out << "would drop publication " << o.publication << "\n";
       return fail(err, "drop",
@@ -495,8 +236,7 @@ int run_drop(const DropOptions& o, std::ostream& out, std::ostream& err) {
       out << "slot " << o.slot << ": does not exist\n";
     } else if (slot->active) {
       return fail(err, "drop",
-                  "replication slot " + o.slot + " is in use by PID " +
-                      (slot->active_pid ? std::to_string(*slot->active_pid) : "?") +
+                  "replication slot " + o.slot + " " + pg::slot_in_use_words(slot->active_pid) +
                       ": stop the relay first");
     } else {
       db.drop_slot(o.slot);

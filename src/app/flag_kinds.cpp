@@ -9,6 +9,7 @@
 #include <optional>
 #include <string_view>
 
+#include "outbox/common/qualified_name.hpp"
 #include "outbox/mapping/topic_template.hpp"
 
 namespace outbox::app {
@@ -232,7 +233,8 @@ Flag tables(std::string name, std::string& schema, std::string& table,
                 bool twice = s == schema && t == table;
                 for (const auto& [ms, mt] : more) twice = twice || (ms == s && mt == t);
                 if (twice) {
-                  state->error = rejected(flag, "table " + s + "." + t + " given twice");
+                  state->error = rejected(
+                      flag, "table " + common::QualifiedName{s, t}.text() + " given twice");
                   throw *state->error;
                 }
                 more.emplace_back(std::move(s), std::move(t));

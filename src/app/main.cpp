@@ -16,15 +16,18 @@
 
 #include "outbox/app/backlog_sampler.hpp"
 #include "outbox/app/commands.hpp"
-#include "outbox/app/failover.hpp"
+#include "outbox/app/failover_sampler.hpp"
 #include "outbox/app/http_server.hpp"
 #include "outbox/app/logging.hpp"
 #include "outbox/app/options.hpp"
 #include "outbox/app/prometheus.hpp"
-#include "outbox/app/prune.hpp"
-#include "outbox/app/reconcile.hpp"
 #include "outbox/common/log_text.hpp"
+#include "outbox/common/qualified_name.hpp"
 #include "outbox/kafka/producer.hpp"
+#include "outbox/lifecycle/failover.hpp"
+#include "outbox/lifecycle/prune.hpp"
+#include "outbox/lifecycle/reconcile.hpp"
+#include "outbox/lifecycle/status.hpp"
 #include "outbox/nats/publisher.hpp"
 #include "outbox/pg/conninfo.hpp"
 #include "outbox/relay/relay.hpp"
@@ -130,7 +133,7 @@ class SummaryTimer {
   std::uint64_t last_bytes_ = 0;
 };
 
-// --failover: before the relay starts, checks the primary (outbox::app::check_failover_primary)
+// --failover: before the relay starts, checks the primary (lifecycle::check_failover_primary)
 // and makes a missing publication and slot as the relay would, the slot a failover slot. A
 // refusal is exit code 1; an unprotected primary (synchronized_standby_slots) is a warning, not a
 // refusal: after a promotion the new primary has no standby yet, and a relay that refused to
@@ -140,7 +143,8 @@ int prepare_failover_slot(const outbox::app::Options& options) {
   const auto& r = options.relay;
   try {
     pg::AdminSession db(r.conninfo);
-    const outbox::app::FailoverCheck check = outbox::app::check_failover_primary(db, r.slot);
+    const outbox::lifecycle::FailoverCheck check =
+        outbox::lifecycle::check_failover_primary(db, r.slot);
     if (!check.refusals.empty()) {
       std::fprintf(stderr, "outbox-relay: %s\n", check.refusals.front().c_str());
       return outbox::relay::kExitError;
@@ -195,14 +199,14 @@ int run_relay(const outbox::app::Options& options) {
   }
 
   const auto& m = options.relay.mapper;
-  const outbox::app::RelayIdentity identity{options.relay.slot, options.relay.publication,
-                                            m.table.empty() ? "" : m.schema + "." + m.table,
-                                            kVersion};
+  const outbox::app::RelayIdentity identity{
+      options.relay.slot, options.relay.publication,
+      m.table.empty() ? "" : outbox::common::QualifiedName{m.schema, m.table}.text(), kVersion};
   // Declared before the HTTP server, whose handler reads it.
   std::unique_ptr<outbox::app::BacklogSampler> backlog;
   // The backlog counts outbox inserts: a relay of messages only (no table) has none to count.
   if (options.metrics_addr && options.backlog_interval.count() > 0 && !m.table.empty()) {
-    outbox::app::StatusOptions where;
+    outbox::lifecycle::StatusOptions where;
     where.conninfo = options.relay.conninfo;
     where.slot = options.relay.slot;
     where.publication = options.relay.publication;
@@ -214,7 +218,7 @@ int run_relay(const outbox::app::Options& options) {
   }
   std::unique_ptr<outbox::app::FailoverSampler> failover;
   // --standby, or else the hosts of a multi-host --pg with --failover.
-  const std::vector<std::string> standbys = outbox::app::standby_targets(
+  const std::vector<std::string> standbys = outbox::lifecycle::standby_targets(
       options.standby, options.failover ? options.relay.conninfo : std::string());
   if (options.metrics_addr && !standbys.empty()) {
     failover = std::make_unique<outbox::app::FailoverSampler>(standbys, options.relay.slot,
@@ -283,9 +287,9 @@ int run_relay(const outbox::app::Options& options) {
   relay.reset();
   if (exit_code == outbox::relay::kExitSlotLost) {
     // Why PostgreSQL invalidated the slot, and the commands that recover the events.
-    const std::string advice = outbox::app::slot_lost_advice(
+    const std::string advice = outbox::lifecycle::slot_lost_advice(
         options.relay.conninfo, options.relay.slot, options.relay.producer.brokers,
-        m.table.empty() ? "" : m.schema + "." + m.table);
+        m.table.empty() ? "" : outbox::common::QualifiedName{m.schema, m.table}.text());
     spdlog::shutdown();
     if (!advice.empty()) std::fprintf(stderr, "outbox-relay: %s\n", advice.c_str());
     return exit_code;
@@ -343,7 +347,7 @@ int main(int argc, char** argv) {
       return outbox::app::run_setup(cl.setup, std::cout, std::cerr);
     case outbox::app::Command::kStatus:
       if (cl.status.help) break;
-      return outbox::app::run_status(cl.status, std::cout, std::cerr);
+      return outbox::lifecycle::run_status(cl.status, std::cout, std::cerr);
     case outbox::app::Command::kDrop:
       if (cl.drop.help) break;
       return outbox::app::run_drop(cl.drop, std::cout, std::cerr);
@@ -352,10 +356,10 @@ int main(int argc, char** argv) {
       for (const std::string& w : cl.reconcile.warnings) {
         std::fprintf(stderr, "outbox-relay reconcile: warning: %s\n", w.c_str());
       }
-      return outbox::app::run_reconcile(cl.reconcile, std::cout, std::cerr);
+      return outbox::lifecycle::run_reconcile(cl.reconcile, std::cout, std::cerr);
     case outbox::app::Command::kPrune:
       if (cl.prune.help) break;
-      return outbox::app::run_prune(cl.prune, std::cout, std::cerr);
+      return outbox::lifecycle::run_prune(cl.prune, std::cout, std::cerr);
     case outbox::app::Command::kRun:
       if (cl.run.help) break;
       if (cl.run.version) {

@@ -109,20 +109,4 @@ TimeBound parse_time_bound(const std::string& flag, const std::string& text) {
                        "2026-11-30T10:00:00Z; without an offset, UTC");
 }
 
-std::string format_utc(std::int64_t epoch_us) {
-  using namespace std::chrono;
-  const sys_time<microseconds> t{microseconds(epoch_us)};
-  const sys_days day = floor<days>(t);
-  const year_month_day ymd(day);
-  std::int64_t rest = (t - day).count();  // microseconds into the day
-  const int us = static_cast<int>(rest % 1'000'000);
-  rest /= 1'000'000;
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02d:%02d:%02d.%06dZ",
-                static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()),
-                static_cast<unsigned>(ymd.day()), static_cast<int>(rest / 3600),
-                static_cast<int>(rest / 60 % 60), static_cast<int>(rest % 60), us);
-  return buf;
-}
-
 }  // namespace outbox::app

@@ -5,7 +5,7 @@
 #include "command_tables.hpp"
 #include "flags.hpp"
 #include "outbox/app/backlog_sampler.hpp"
-#include "outbox/app/failover.hpp"
+#include "outbox/app/failover_sampler.hpp"
 #include "outbox/app/prometheus.hpp"
 
 namespace outbox::app {

@@ -4,8 +4,9 @@
 
 #include <charconv>
 
+#include "blocking_session.hpp"
 #include "libpq_handles.hpp"
-#include "outbox/pg/conninfo.hpp"
+#include "outbox/common/qualified_name.hpp"
 #include "outbox/pg/publication_check.hpp"
 #include "pq_error.hpp"
 
@@ -23,36 +24,6 @@ std::int64_t int_of(const std::optional<std::string>& text) {
   return v;
 }
 
-// One statement with text parameters; `what` names the object for the error message.
-Rows run(PGconn* c, const std::string& what, const std::string& sql,
-         const std::vector<std::string>& params = {}) {
-  std::vector<const char*> values;
-  values.reserve(params.size());
-  for (const auto& p : params) values.push_back(p.c_str());
-  ResultHandle r(PQexecParams(c, sql.c_str(), static_cast<int>(values.size()), nullptr,
-                              values.data(), nullptr, nullptr, 0));
-  const auto status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    throw pq_unexpected_result(c, r.get(), what, "rows or a command completion");
-  }
-  Rows rows;
-  const int n = PQntuples(r.get()), cols = PQnfields(r.get());
-  rows.reserve(n);
-  for (int i = 0; i < n; ++i) {
-    Row row;
-    row.reserve(cols);
-    for (int j = 0; j < cols; ++j) {
-      if (PQgetisnull(r.get(), i, j)) {
-        row.emplace_back(std::nullopt);
-      } else {
-        row.emplace_back(std::string(PQgetvalue(r.get(), i, j), PQgetlength(r.get(), i, j)));
-      }
-    }
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
-
 }  // namespace
 
 struct AdminSession::Impl {
@@ -60,24 +31,13 @@ struct AdminSession::Impl {
 };
 
 AdminSession::AdminSession(const std::string& conninfo) : impl_(std::make_unique<Impl>()) {
-  // Never hand libpq a conninfo it cannot parse: its message would quote the text.
-  if (std::string problem = check_conninfo(conninfo); !problem.empty()) {
-    throw Error("connect to PostgreSQL: " + problem, "", true);
-  }
-  // expand_dbname: conninfo may be a key=value string or a URI, as for the relay.
-  const char* keys[] = {"dbname", "fallback_application_name", nullptr};
-  const char* values[] = {conninfo.c_str(), "outbox-relay", nullptr};
-  impl_->conn.reset(PQconnectdbParams(keys, values, 1));
-  if (!impl_->conn) throw Error("connect to PostgreSQL: out of memory", "", true);
-  if (PQstatus(impl_->conn.get()) != CONNECTION_OK) {
-    throw Error("connect to PostgreSQL: " + one_line(PQerrorMessage(impl_->conn.get())), "", true);
-  }
+  impl_->conn = connect_blocking(conninfo, "outbox-relay");
 }
 
 AdminSession::~AdminSession() = default;
 
 Rows AdminSession::exec(const std::string& sql, const std::vector<std::string>& params) {
-  return run(impl_->conn.get(), "query failed", sql, params);
+  return run_blocking(impl_->conn.get(), "query failed", sql, params);
 }
 
 std::string AdminSession::quote_identifier(const std::string& name) const {
@@ -96,9 +56,9 @@ std::string AdminSession::quote_literal(const std::string& value) const {
 
 PublicationCheck AdminSession::check_publication(const PublicationTarget& target) {
   return assess_publication(
-      target,
-      run(impl_->conn.get(), "check publication " + target.publication,
-          publication_check_sql(target, [&](const std::string& v) { return quote_literal(v); })));
+      target, run_blocking(impl_->conn.get(), "check publication " + target.publication,
+                           publication_check_sql(
+                               target, [&](const std::string& v) { return quote_literal(v); })));
 }
 
 std::string AdminSession::server_version() const {
@@ -109,7 +69,8 @@ std::string AdminSession::server_version() const {
 int AdminSession::server_version_num() const { return PQserverVersion(impl_->conn.get()); }
 
 std::string AdminSession::setting(const std::string& name) {
-  return run(impl_->conn.get(), "read setting " + name, "SELECT current_setting($1)", {name})
+  return run_blocking(impl_->conn.get(), "read setting " + name, "SELECT current_setting($1)",
+                      {name})
       .at(0)
       .at(0)
       .value_or("");
@@ -117,17 +78,18 @@ std::string AdminSession::setting(const std::string& name) {
 
 std::optional<PublicationInfo> AdminSession::publication(const std::string& name) {
   const std::string what = "inspect publication " + name;
-  Rows p = run(impl_->conn.get(), what,
-               "SELECT pubinsert, puballtables FROM pg_publication WHERE pubname = $1", {name});
+  Rows p =
+      run_blocking(impl_->conn.get(), what,
+                   "SELECT pubinsert, puballtables FROM pg_publication WHERE pubname = $1", {name});
   if (p.empty()) return std::nullopt;
   PublicationInfo info;
   info.name = name;
   info.publishes_insert = p[0][0].value_or("") == "t";
   info.all_tables = p[0][1].value_or("") == "t";
-  for (auto& row : run(impl_->conn.get(), what,
-                       "SELECT schemaname || '.' || tablename FROM pg_publication_tables "
-                       "WHERE pubname = $1 ORDER BY 1",
-                       {name})) {
+  for (auto& row : run_blocking(impl_->conn.get(), what,
+                                "SELECT schemaname || '.' || tablename FROM pg_publication_tables "
+                                "WHERE pubname = $1 ORDER BY 1",
+                                {name})) {
     info.tables.push_back(row[0].value_or(""));
   }
   return info;
@@ -135,30 +97,30 @@ std::optional<PublicationInfo> AdminSession::publication(const std::string& name
 
 void AdminSession::drop_publication(const std::string& name) {
   const std::string what = "drop publication " + name;
-  run(impl_->conn.get(), what, "DROP PUBLICATION " + quote_identifier(name));
+  run_blocking(impl_->conn.get(), what, "DROP PUBLICATION " + quote_identifier(name));
 }
 
 std::optional<SlotInfo> AdminSession::slot(const std::string& name) {
   // On a standby the current position is the last replayed one.
-  Rows rows =
-      run(impl_->conn.get(), "inspect replication slot " + name,
-          "WITH cur AS (SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
-          "ELSE pg_current_wal_lsn() END AS lsn) "
-          "SELECT s.slot_name, s.plugin, s.slot_type, s.database, s.active, s.active_pid, "
-          "s.confirmed_flush_lsn::text, s.restart_lsn::text, s.wal_status, s.safe_wal_size, "
-          "cur.lsn::text, "
-          "GREATEST(0, COALESCE(pg_wal_lsn_diff(cur.lsn, s.restart_lsn), 0))::bigint, "
-          "GREATEST(0, COALESCE(pg_wal_lsn_diff(cur.lsn, s.confirmed_flush_lsn), 0))::bigint, "
-          "host(r.client_addr), r.application_name, r.state, r.sent_lsn::text, r.flush_lsn::text, "
-          "r.reply_time::text, r.flush_lag::text, "
-          // Columns of newer servers read through to_jsonb: NULL where the server lacks them.
-          "to_jsonb(s) ->> 'failover', to_jsonb(s) ->> 'synced', s.temporary::text, "
-          "to_jsonb(s) ->> 'invalidation_reason', to_jsonb(s) ->> 'inactive_since', "
-          "pg_is_in_recovery()::text "
-          "FROM pg_replication_slots s CROSS JOIN cur "
-          "LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid "
-          "WHERE s.slot_name = $1",
-          {name});
+  Rows rows = run_blocking(
+      impl_->conn.get(), "inspect replication slot " + name,
+      "WITH cur AS (SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+      "ELSE pg_current_wal_lsn() END AS lsn) "
+      "SELECT s.slot_name, s.plugin, s.slot_type, s.database, s.active, s.active_pid, "
+      "s.confirmed_flush_lsn::text, s.restart_lsn::text, s.wal_status, s.safe_wal_size, "
+      "cur.lsn::text, "
+      "GREATEST(0, COALESCE(pg_wal_lsn_diff(cur.lsn, s.restart_lsn), 0))::bigint, "
+      "GREATEST(0, COALESCE(pg_wal_lsn_diff(cur.lsn, s.confirmed_flush_lsn), 0))::bigint, "
+      "host(r.client_addr), r.application_name, r.state, r.sent_lsn::text, r.flush_lsn::text, "
+      "r.reply_time::text, r.flush_lag::text, "
+      // Columns of newer servers read through to_jsonb: NULL where the server lacks them.
+      "to_jsonb(s) ->> 'failover', to_jsonb(s) ->> 'synced', s.temporary::text, "
+      "to_jsonb(s) ->> 'invalidation_reason', to_jsonb(s) ->> 'inactive_since', "
+      "pg_is_in_recovery()::text "
+      "FROM pg_replication_slots s CROSS JOIN cur "
+      "LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid "
+      "WHERE s.slot_name = $1",
+      {name});
   if (rows.empty()) return std::nullopt;
   const Row& r = rows[0];
   SlotInfo s;
@@ -198,7 +160,7 @@ BootstrapResult AdminSession::ensure_slot_and_publication(const BootstrapOptions
   while (!b.done()) {
     std::optional<Rows> rows;
     try {
-      rows = run(impl_->conn.get(), b.what(), b.sql(literal, identifier));
+      rows = run_blocking(impl_->conn.get(), b.what(), b.sql(literal, identifier));
     } catch (const Error& e) {
       if (!b.on_error(e)) throw;
     }
@@ -209,11 +171,12 @@ BootstrapResult AdminSession::ensure_slot_and_publication(const BootstrapOptions
 
 void AdminSession::drop_slot(const std::string& name) {
   const std::string what = "drop replication slot " + name;
-  run(impl_->conn.get(), what, "SELECT pg_drop_replication_slot($1)", {name});
+  run_blocking(impl_->conn.get(), what, "SELECT pg_drop_replication_slot($1)", {name});
 }
 
 bool AdminSession::table_exists(const std::string& schema, const std::string& table) {
-  return !run(impl_->conn.get(), "look up table " + schema + "." + table,
+  return !run_blocking(
+              impl_->conn.get(), "look up table " + common::QualifiedName{schema, table}.text(),
               "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = $2",
               {schema, table})
               .empty();
@@ -238,7 +201,7 @@ std::vector<std::string> emit_function_sql(const std::string& prefix_literal) {
 
 void AdminSession::create_emit_function(const std::string& prefix) {
   for (const std::string& sql : emit_function_sql(quote_literal(prefix))) {
-    run(impl_->conn.get(), "create function outbox.emit", sql);
+    run_blocking(impl_->conn.get(), "create function outbox.emit", sql);
   }
 }
 
@@ -248,7 +211,7 @@ AdminSession::EmitRestriction AdminSession::restrict_emit(const std::vector<std:
       "'EXECUTE')::text FROM pg_catalog.pg_proc p WHERE p.pronamespace = "
       "'pg_catalog'::regnamespace AND p.proname = 'pg_logical_emit_message' ORDER BY 1";
   const auto list = [&] {
-    return run(impl_->conn.get(), "list pg_logical_emit_message overloads", list_sql);
+    return run_blocking(impl_->conn.get(), "list pg_logical_emit_message overloads", list_sql);
   };
   std::vector<std::string> signatures;
   for (const Row& r : list()) signatures.push_back(r.at(0).value_or(""));
@@ -258,9 +221,9 @@ AdminSession::EmitRestriction AdminSession::restrict_emit(const std::vector<std:
   result.statements = restrict_emit_sql(signatures, quoted);
   std::vector<std::string> all = result.statements;
   const bool has_emit =
-      !run(impl_->conn.get(), "look up outbox.emit",
-           "SELECT 1 FROM pg_catalog.pg_proc WHERE oid = pg_catalog.to_regprocedure("
-           "'outbox.emit(text, text, text, jsonb, jsonb, uuid)')")
+      !run_blocking(impl_->conn.get(), "look up outbox.emit",
+                    "SELECT 1 FROM pg_catalog.pg_proc WHERE oid = pg_catalog.to_regprocedure("
+                    "'outbox.emit(text, text, text, jsonb, jsonb, uuid)')")
            .empty();
   if (has_emit) {
     const std::string emit = "outbox.emit(text, text, text, jsonb, jsonb, uuid)";
@@ -270,12 +233,12 @@ AdminSession::EmitRestriction AdminSession::restrict_emit(const std::vector<std:
       all.push_back("GRANT EXECUTE ON FUNCTION " + emit + " TO " + w);
     }
   }
-  run(impl_->conn.get(), "begin", "BEGIN");
+  run_blocking(impl_->conn.get(), "begin", "BEGIN");
   try {
     for (const std::string& sql : all) {
-      run(impl_->conn.get(), "restrict pg_logical_emit_message", sql);
+      run_blocking(impl_->conn.get(), "restrict pg_logical_emit_message", sql);
     }
-    run(impl_->conn.get(), "commit", "COMMIT");
+    run_blocking(impl_->conn.get(), "commit", "COMMIT");
   } catch (const Error&) {
     PQclear(PQexec(impl_->conn.get(), "ROLLBACK"));
     throw;
@@ -287,14 +250,15 @@ AdminSession::EmitRestriction AdminSession::restrict_emit(const std::vector<std:
 }
 
 void AdminSession::create_outbox_table(const std::string& schema, const std::string& table) {
-  const std::string what = "create table " + schema + "." + table;
-  run(impl_->conn.get(), what,
-      "CREATE TABLE IF NOT EXISTS " + quote_identifier(schema) + "." + quote_identifier(table) +
-          " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(),"
-          " aggregatetype varchar(255) NOT NULL,"
-          " aggregateid varchar(255) NOT NULL,"
-          " type varchar(255) NOT NULL,"
-          " payload jsonb)");
+  const std::string what = "create table " + common::QualifiedName{schema, table}.text();
+  run_blocking(impl_->conn.get(), what,
+               "CREATE TABLE IF NOT EXISTS " + quote_identifier(schema) + "." +
+                   quote_identifier(table) +
+                   " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(),"
+                   " aggregatetype varchar(255) NOT NULL,"
+                   " aggregateid varchar(255) NOT NULL,"
+                   " type varchar(255) NOT NULL,"
+                   " payload jsonb)");
 }
 
 }  // namespace outbox::pg

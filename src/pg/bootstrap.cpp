@@ -4,6 +4,9 @@
 #include <stdexcept>
 #include <utility>
 
+#include "outbox/common/qualified_name.hpp"
+#include "outbox/pg/slot_rules.hpp"
+
 namespace outbox::pg {
 namespace {
 
@@ -63,7 +66,8 @@ std::string SlotBootstrap::what() const {
       return "inspect publication " + t.publication;
     case Step::kCreatePublication:
       if (t.table.empty()) return "create publication " + t.publication + " (no tables)";
-      return "create publication " + t.publication + " for table " + t.schema + "." + t.table;
+      return "create publication " + t.publication + " for table " +
+             common::QualifiedName{t.schema, t.table}.text();
     case Step::kFindSlot:
       return "inspect replication slot " + options_.slot;
     case Step::kCreateSlot:
@@ -129,9 +133,9 @@ void SlotBootstrap::on_rows(const Rows& rows) {
       }
       s.active = *r[4] == "t";
       step_ = Step::kDone;
-      if (s.slot_type != "logical" || s.plugin.value_or("") != "pgoutput") {
+      if (!is_pgoutput_slot(s.slot_type, s.plugin.value_or(""))) {
         result_.refusal = BootstrapRefusal::kSlotNotPgoutput;
-      } else if (s.wal_status == "lost") {
+      } else if (is_lost_slot(s.wal_status)) {
         result_.refusal = BootstrapRefusal::kSlotLost;
       }
       result_.slot = std::move(s);

@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "outbox/common/qualified_name.hpp"
+
 namespace outbox::pg {
 namespace {
 
@@ -61,7 +63,9 @@ std::optional<std::string> PruneQueries::column_type(const std::string& schema,
 std::vector<OutboxPart> PruneQueries::parts(const std::string& schema, const std::string& table,
                                             const std::string& cutoff) {
   if (db_.exec(std::string("SELECT ") + kRegclass, {schema, table}).at(0).at(0) == std::nullopt) {
-    throw Error("look up table " + schema + "." + table + ": table does not exist", "42P01", false);
+    throw Error(
+        "look up table " + common::QualifiedName{schema, table}.text() + ": table does not exist",
+        "42P01", false);
   }
   // Level 0 is the table itself: a plain table is its own only leaf; a partition given as
   // --table is never dropped whole (only its own partitions would be).

@@ -6,6 +6,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "outbox/common/qualified_name.hpp"
+
 namespace outbox::pg {
 namespace {
 
@@ -112,7 +114,7 @@ std::string create_publication_sql(const PublicationTarget& t, const QuoteFn& qu
 
 PublicationCheck assess_publication(const PublicationTarget& t, const Rows& rows) {
   PublicationCheck check;
-  const std::string table = t.schema + "." + t.table;
+  const std::string table = common::QualifiedName{t.schema, t.table}.text();
   const std::string& pubname = t.publication;
   std::optional<Row> pub;
   std::optional<Row> tbl;

@@ -8,33 +8,13 @@
 #include <optional>
 #include <vector>
 
+#include "blocking_session.hpp"
 #include "libpq_handles.hpp"
-#include "outbox/pg/conninfo.hpp"
+#include "outbox/common/qualified_name.hpp"
 #include "pq_error.hpp"
 
 namespace outbox::pg {
 namespace {
-
-// One statement with text parameters and text results; `what` names the object in errors.
-std::vector<std::vector<std::string>> query(PGconn* c, const std::string& what,
-                                            const std::string& sql,
-                                            const std::vector<std::string>& params = {}) {
-  std::vector<const char*> values;
-  for (const auto& p : params) values.push_back(p.c_str());
-  ResultHandle r(PQexecParams(c, sql.c_str(), static_cast<int>(values.size()), nullptr,
-                              values.data(), nullptr, nullptr, 0));
-  const auto status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    throw pq_unexpected_result(c, r.get(), what, "rows or a command completion");
-  }
-  std::vector<std::vector<std::string>> rows(PQntuples(r.get()));
-  for (int i = 0; i < PQntuples(r.get()); ++i) {
-    for (int j = 0; j < PQnfields(r.get()); ++j) {
-      rows[i].emplace_back(PQgetvalue(r.get(), i, j), PQgetlength(r.get(), i, j));
-    }
-  }
-  return rows;
-}
 
 std::uint64_t be64(const char* p) {
   std::uint64_t v = 0;
@@ -49,37 +29,28 @@ struct SlotChangeScan::Impl {
 };
 
 SlotChangeScan::SlotChangeScan(const std::string& conninfo) : impl_(std::make_unique<Impl>()) {
-  // Never hand libpq a conninfo it cannot parse: its message would quote the text.
-  if (std::string problem = check_conninfo(conninfo); !problem.empty()) {
-    throw Error("connect to PostgreSQL: " + problem, "", true);
-  }
-  const char* keys[] = {"dbname", "fallback_application_name", nullptr};
-  const char* values[] = {conninfo.c_str(), "outbox-relay status", nullptr};
-  impl_->conn.reset(PQconnectdbParams(keys, values, 1));
-  if (!impl_->conn) throw Error("connect to PostgreSQL: out of memory", "", true);
-  if (PQstatus(impl_->conn.get()) != CONNECTION_OK) {
-    throw Error("connect to PostgreSQL: " + one_line(PQerrorMessage(impl_->conn.get())), "", true);
-  }
+  impl_->conn = connect_blocking(conninfo, "outbox-relay status");
 }
 
 SlotChangeScan::~SlotChangeScan() = default;
 
 std::set<std::uint32_t> SlotChangeScan::table_relids(const std::string& schema,
                                                      const std::string& table) {
-  const std::string what = "look up table " + schema + "." + table;
+  const std::string what = "look up table " + common::QualifiedName{schema, table}.text();
   auto rows =
-      query(impl_->conn.get(), what,
-            // pg_partition_tree lists nothing for a table that is neither
-            // partitioned nor a partition: the table itself comes first.
-            "WITH t AS (SELECT to_regclass(quote_ident($1) || '.' || quote_ident($2)) AS r) "
-            "SELECT r::oid::bigint FROM t WHERE r IS NOT NULL UNION "
-            "SELECT p.relid::oid::bigint FROM t, pg_catalog.pg_partition_tree(t.r) p",
-            {schema, table});
+      run_blocking(impl_->conn.get(), what,
+                   // pg_partition_tree lists nothing for a table that is neither
+                   // partitioned nor a partition: the table itself comes first.
+                   "WITH t AS (SELECT to_regclass(quote_ident($1) || '.' || quote_ident($2)) AS r) "
+                   "SELECT r::oid::bigint FROM t WHERE r IS NOT NULL UNION "
+                   "SELECT p.relid::oid::bigint FROM t, pg_catalog.pg_partition_tree(t.r) p",
+                   {schema, table});
   if (rows.empty()) throw Error(what + ": table does not exist", "42P01", false);
   std::set<std::uint32_t> relids;
   for (const auto& r : rows) {
+    const std::string text = r.at(0).value_or("");
     std::uint32_t v = 0;
-    std::from_chars(r[0].data(), r[0].data() + r[0].size(), v);
+    std::from_chars(text.data(), text.data() + text.size(), v);
     relids.insert(v);
   }
   return relids;
@@ -92,13 +63,14 @@ SlotScanResult SlotChangeScan::scan(
   SlotScanResult result;
   // The end is fixed at the start, so a busy server cannot keep the scan going; the copy's name
   // is unique among live sessions (a temporary slot dies with its backend).
-  auto start = query(c, "read the current WAL position",
-                     "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE "
-                     "pg_current_wal_lsn() END::text, 'outbox_relay_scan_' || pg_backend_pid()");
-  result.upto = Lsn::parse(start.at(0).at(0)).value_or(Lsn{});
-  const std::string copy = start.at(0).at(1);
-  query(c, "copy replication slot " + slot + " to temporary slot " + copy,
-        "SELECT pg_copy_logical_replication_slot($1, $2, true)", {slot, copy});
+  const Rows start =
+      run_blocking(c, "read the current WAL position",
+                   "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE "
+                   "pg_current_wal_lsn() END::text, 'outbox_relay_scan_' || pg_backend_pid()");
+  result.upto = Lsn::parse(start.at(0).at(0).value_or("")).value_or(Lsn{});
+  const std::string copy = start.at(0).at(1).value_or("");
+  run_blocking(c, "copy replication slot " + slot + " to temporary slot " + copy,
+               "SELECT pg_copy_logical_replication_slot($1, $2, true)", {slot, copy});
 
   const std::string limit = std::to_string(std::min<std::uint64_t>(max_changes, INT_MAX));
   const std::string sql =
@@ -136,12 +108,13 @@ SlotScanResult SlotChangeScan::scan(
   if (failure) throw *failure;
   result.limit_reached = result.changes >= max_changes;
 
-  auto end = query(c, "drop temporary replication slot " + copy,
-                   "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, "
-                   "pg_drop_replication_slot($1)",
-                   {copy});
+  const Rows end = run_blocking(c, "drop temporary replication slot " + copy,
+                                "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, "
+                                "pg_drop_replication_slot($1)",
+                                {copy});
+  const std::string now_text = end.at(0).at(0).value_or("");
   std::int64_t unix_us = 0;
-  std::from_chars(end.at(0).at(0).data(), end.at(0).at(0).data() + end.at(0).at(0).size(), unix_us);
+  std::from_chars(now_text.data(), now_text.data() + now_text.size(), unix_us);
   result.server_now = pgoutput::from_unix_micros(unix_us);
   return result;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "outbox/common/log_text.hpp"
+#include "outbox/common/qualified_name.hpp"
 
 namespace outbox::relay {
 using common::quoted;
@@ -67,10 +68,11 @@ awaitable<void> PublicationChecker::check() {
   // one check says of one table.
   pg::PublicationCheck check;
   std::vector<pg::PublicationTarget> targets = {all};
-  std::string tables = all.table.empty() ? "none" : all.schema + "." + all.table;
+  std::string tables =
+      all.table.empty() ? "none" : common::QualifiedName{all.schema, all.table}.text();
   for (const auto& [schema, table] : all.more_tables) {
     targets.push_back({all.publication, schema, table});
-    tables += "," + schema + "." + table;
+    tables += "," + common::QualifiedName{schema, table}.text();
   }
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const pg::PublicationTarget& one = targets[i];

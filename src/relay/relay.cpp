@@ -23,10 +23,12 @@
 #include "nats_publishers.hpp"
 #include "outbox/common/clock.hpp"
 #include "outbox/common/log_text.hpp"
+#include "outbox/common/qualified_name.hpp"
 #include "outbox/kafka/consumer.hpp"
 #include "outbox/pg/bootstrap.hpp"
 #include "outbox/pg/publication_check.hpp"
 #include "outbox/pg/replication_connection.hpp"
+#include "outbox/pg/slot_rules.hpp"
 #include "outbox/pgoutput/decoder.hpp"
 #include "outbox/pgoutput/wire.hpp"
 #include "outbox/relay/pipeline.hpp"
@@ -474,8 +476,8 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
           return {kExitError, "publication " + config_.publication +
                                   " does not exist and --no-create was given"};
         case pg::BootstrapRefusal::kSlotMissing:
-          return {kExitError,
-                  "replication slot " + config_.slot + " does not exist and --no-create was given"};
+          return {kExitError, "replication slot " + config_.slot + " " + pg::slot_missing_words() +
+                                  " and --no-create was given"};
         case pg::BootstrapRefusal::kSlotVanished:
           return {kExitSlotLost,
                   "replication slot " + config_.slot +
@@ -489,18 +491,18 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
                                   " was created by another connection while the relay created "
                                   "it, and dropped again"};
         case pg::BootstrapRefusal::kSlotNotPgoutput:
-          return {kExitError, "replication slot " + config_.slot + " uses plugin " +
-                                  (slot ? slot->plugin.value_or("?") : "?") + ", not pgoutput"};
+          return {kExitError,
+                  "replication slot " + config_.slot + " " +
+                      pg::slot_not_pgoutput_words(slot ? slot->slot_type : "?",
+                                                  slot ? slot->plugin.value_or("") : "?")};
         case pg::BootstrapRefusal::kSlotLost:
           return {kExitSlotLost,
-                  "replication slot " + config_.slot +
-                      " was invalidated (wal_status lost, confirmed " +
+                  "replication slot " + config_.slot + " " + pg::slot_lost_words() + ": " +
+                      pg::slot_lost_consequence() + " (confirmed_flush_lsn " +
                       (slot && slot->confirmed_flush_lsn ? slot->confirmed_flush_lsn->to_string()
                                                          : "?") +
-                      "): the WAL it needed was removed (max_slot_wal_keep_size), so outbox rows "
-                      "committed since then were never relayed. Drop the slot, start the relay to "
-                      "create a new one, and reconcile the outbox rows committed after that "
-                      "position."};
+                      "; max_slot_wal_keep_size). Drop the slot, start the relay to create a new "
+                      "one, and reconcile the outbox rows committed after that position."};
       }
       return {kExitError, "replication slot " + config_.slot + " cannot be used"};
     };
@@ -515,8 +517,9 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       const pg::BootstrapResult r =
           co_await pg::ensure_slot_and_publication(*conn_, options, config_.connect_timeout);
       if (r.created_publication) {
-        log_->info("event=created_publication publication={} table={}", config_.publication,
-                   quoted(m.table.empty() ? "none" : m.schema + "." + m.table));
+        log_->info(
+            "event=created_publication publication={} table={}", config_.publication,
+            quoted(m.table.empty() ? "none" : common::QualifiedName{m.schema, m.table}.text()));
       }
       if (r.created_slot) log_->info("event=created_slot slot={}", config_.slot);
       if (r.refusal) throw FatalError(refused(*r.refusal, r.slot));

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "outbox/app/backlog_sampler.hpp"
+#include "outbox/app/failover_sampler.hpp"
 
 namespace outbox::app {
 namespace {
@@ -229,6 +230,27 @@ TEST(Prometheus, LagIsZeroBeforeTheFirstKeepaliveAndNeverNegative) {
   EXPECT_EQ(lag_bytes(m), 0u);
   m.server_wal_end = *pgoutput::Lsn::parse("0/600");
   EXPECT_EQ(lag_bytes(m), 0x100u);
+}
+
+// run --standby's series: the gauge once a check answered, the checks by result always.
+TEST(Prometheus, FailoverReadinessMetric) {
+  FailoverSample s;
+  s.failed_checks = 2;
+  std::string text = render_failover_prometheus(s);
+  EXPECT_EQ(text.find("outbox_relay_failover_ready "), std::string::npos) << text;
+  EXPECT_NE(text.find("outbox_relay_failover_checks_total{result=\"error\"} 2\n"),
+            std::string::npos)
+      << text;
+  s.checked = true;
+  s.ready = true;
+  s.ready_checks = 3;
+  text = render_failover_prometheus(s);
+  EXPECT_NE(text.find("# TYPE outbox_relay_failover_ready gauge\noutbox_relay_failover_ready 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("outbox_relay_failover_checks_total{result=\"ready\"} 3\n"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "outbox/app/options.hpp"  // StatusOptions
+#include "outbox/lifecycle/options.hpp"  // StatusOptions
 
 namespace outbox::app {
 
@@ -39,7 +39,7 @@ std::string render_backlog_prometheus(const BacklogSample& sample, std::int64_t 
 class BacklogSampler {
  public:
   // `where` names the slot, publication and table (and the scan limit) as for `status`.
-  BacklogSampler(StatusOptions where, std::chrono::milliseconds every);
+  BacklogSampler(lifecycle::StatusOptions where, std::chrono::milliseconds every);
   // Stops the thread; waits for a scan in progress at most a few seconds (a server that does not
   // answer must not hold the process), then leaves it to end on its own.
   ~BacklogSampler();
@@ -50,7 +50,7 @@ class BacklogSampler {
   BacklogSample sample() const;
 
  private:
-  StatusOptions where_;
+  lifecycle::StatusOptions where_;
   std::chrono::milliseconds every_;
   std::unique_ptr<SamplerThread<BacklogSample>> thread_;  // sampler_thread.hpp
 };

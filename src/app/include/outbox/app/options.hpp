@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "outbox/app/reconcile_options.hpp"
+#include "outbox/lifecycle/options.hpp"
 #include "outbox/relay/relay.hpp"
 
 namespace outbox::app {
@@ -23,6 +24,9 @@ class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+using lifecycle::PruneOptions;
+using lifecycle::StatusOptions;
 
 enum class Command { kRun, kSetup, kStatus, kDrop, kReconcile, kPrune };
 enum class LogFormat { kText, kJson };
@@ -106,44 +110,12 @@ struct SetupOptions {
 std::vector<std::string> nats_stream_subjects(const std::string& topic_template,
                                               const std::string& dlq_subject);
 
-// Flags of `outbox-relay status`.
-struct StatusOptions {
-  std::string conninfo;
-  std::string slot = "outbox_relay";
-  bool json = false;
-  std::uint64_t max_retained_bytes = 1ULL << 30;
-  // The backlog: outbox inserts the slot has not confirmed, counted from a copy of the slot.
-  std::string publication = "outbox_relay";
-  std::string schema = "public";
-  std::string table = "outbox";
-  std::uint64_t scan_limit = 100'000;  // pgoutput messages read at most
-  std::optional<std::uint64_t> max_pending;
-  std::optional<std::chrono::milliseconds> max_age;
-  // --standby: a standby whose synced copy of the (failover) slot is checked.
-  std::string standby;
-  bool help = false;
-};
-
 // Flags of `outbox-relay drop`.
 struct DropOptions {
   std::string conninfo;
   std::string slot = "outbox_relay";
   std::string publication = "outbox_relay";
   bool yes = false;
-  bool help = false;
-};
-
-// Flags of `outbox-relay prune`.
-struct PruneOptions {
-  std::string conninfo;
-  std::string slot = "outbox_relay";
-  std::string schema = "public";
-  std::string table = "outbox";
-  std::string column_time = "created_at";   // timestamp column the retention is measured on
-  std::chrono::milliseconds older_than{0};  // required (--older-than)
-  std::uint64_t batch = 1000;               // rows per DELETE transaction
-  std::chrono::milliseconds pause{100};     // between two batches
-  bool dry_run = false;
   bool help = false;
 };
 

@@ -5,11 +5,12 @@
 #pragma once
 
 #include <iosfwd>
+#include <optional>
 #include <string>
 
-#include "outbox/app/options.hpp"
+#include "outbox/lifecycle/options.hpp"
 
-namespace outbox::app {
+namespace outbox::lifecycle {
 
 int run_prune(const PruneOptions& options, std::ostream& out, std::ostream& err);
 
@@ -25,4 +26,4 @@ std::string prune_refusal(const std::string& slot_name, const PruneSlotView& slo
 std::string time_column_refusal(const std::string& table, const std::string& column,
                                 const std::optional<std::string>& type);
 
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle

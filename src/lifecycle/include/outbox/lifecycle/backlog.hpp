@@ -16,7 +16,7 @@
 
 #include "outbox/pgoutput/lsn.hpp"
 
-namespace outbox::app {
+namespace outbox::lifecycle {
 
 // A pgoutput message that cannot be decoded, or a stream that breaks the protocol's order; what()
 // names the LSN and the reason.
@@ -99,4 +99,4 @@ std::string format_pg_timestamp(pgoutput::PgTimestamp t);
 // "12.3s", "5m 03s", "2h 05m", "3d 04h".
 std::string human_duration(double seconds);
 
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle

@@ -1,11 +1,11 @@
 // When `prune` refuses to trust the slot or the time column: nothing is deleted unless the slot
 // is the relay's live logical slot in this database with a catalog_xmin, and the retention
 // column exists and is a timestamp.
-#include "outbox/app/prune.hpp"
+#include "outbox/lifecycle/prune.hpp"
 
 #include <gtest/gtest.h>
 
-namespace outbox::app {
+namespace outbox::lifecycle {
 namespace {
 
 PruneSlotView good_slot() {
@@ -21,8 +21,9 @@ TEST(Prune, TrustsOnlyALiveLogicalSlotWithACatalogXmin) {
   auto physical = good_slot();
   physical.slot_type = "physical";
   physical.plugin = "";
-  EXPECT_NE(prune_refusal("s", physical).find("not the relay's logical pgoutput slot"),
-            std::string::npos);
+  EXPECT_NE(
+      prune_refusal("s", physical).find("is a physical slot with plugin , not logical pgoutput"),
+      std::string::npos);
   auto other_db = good_slot();
   other_db.database = "billing";
   EXPECT_NE(prune_refusal("s", other_db).find("belongs to database billing, not app"),
@@ -52,4 +53,4 @@ TEST(Prune, TheTimeColumnMustExistAndBeATimestamp) {
 }
 
 }  // namespace
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle

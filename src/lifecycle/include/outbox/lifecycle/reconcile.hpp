@@ -19,11 +19,11 @@
 #include <string_view>
 #include <vector>
 
-#include "outbox/app/reconcile_options.hpp"
+#include "outbox/lifecycle/options.hpp"
 #include "outbox/pg/window_scan.hpp"
 #include "outbox/pgoutput/messages.hpp"
 
-namespace outbox::app {
+namespace outbox::lifecycle {
 
 int run_reconcile(const ReconcileOptions& options, std::ostream& out, std::ostream& err);
 
@@ -89,4 +89,4 @@ ReconcileQueries reconcile_queries(const ReconcileOptions& options,
 // else in double quotes with '"' and '\' escaped. NULL is printed as NULL.
 std::string field_value(const std::optional<std::string>& value);
 
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle

@@ -1,35 +1,35 @@
-#include "outbox/app/prune.hpp"
+#include "outbox/lifecycle/prune.hpp"
 
 #include <chrono>
 #include <optional>
 #include <ostream>
 #include <thread>
 
-#include "outbox/app/backlog.hpp"  // human_duration
+#include "outbox/common/qualified_name.hpp"
+#include "outbox/lifecycle/backlog.hpp"  // human_duration
 #include "outbox/pg/admin.hpp"
 #include "outbox/pg/prune.hpp"
+#include "outbox/pg/slot_rules.hpp"
 
-namespace outbox::app {
+namespace outbox::lifecycle {
 
 std::string prune_refusal(const std::string& name, const PruneSlotView& s) {
   const std::string refuse = "refusing to prune: replication slot " + name;
   if (!s.exists) {
-    return refuse +
-           " does not exist, so nothing tells which outbox rows were relayed (give the relay's "
+    return refuse + " " + pg::slot_missing_words() +
+           ", so nothing tells which outbox rows were relayed (give the relay's "
            "--slot)";
   }
-  if (s.slot_type != "logical" || s.plugin != "pgoutput") {
-    return refuse + " is a " + s.slot_type + " slot with plugin " + s.plugin +
-           ", not the relay's logical pgoutput slot";
+  if (!pg::is_pgoutput_slot(s.slot_type, s.plugin)) {
+    return refuse + " " + pg::slot_not_pgoutput_words(s.slot_type, s.plugin);
   }
   if (s.database != s.current_database) {
     return refuse + " belongs to database " + s.database + ", not " + s.current_database +
            " (connect --pg to the outbox's database)";
   }
-  if (s.wal_status == "lost") {
-    return refuse +
-           " is lost (wal_status lost): events after its confirmed position were never relayed; "
-           "reconcile them first";
+  if (pg::is_lost_slot(s.wal_status)) {
+    return refuse + " " + pg::slot_lost_words() + ": " + pg::slot_lost_consequence() +
+           "; reconcile them first";
   }
   if (s.catalog_xmin.empty()) {
     return refuse + " has no catalog_xmin yet (still being created?): nothing is confirmed";
@@ -54,7 +54,7 @@ std::string time_column_refusal(const std::string& table, const std::string& col
 }
 
 int run_prune(const PruneOptions& o, std::ostream& out, std::ostream& err) {
-  const std::string table = o.schema + "." + o.table;
+  const std::string table = common::QualifiedName{o.schema, o.table}.text();
   auto fail = [&](const std::string& message) {
     err << "outbox-relay prune: " << message << '\n';
     return 1;
@@ -84,7 +84,7 @@ int run_prune(const PruneOptions& o, std::ostream& out, std::ostream& err) {
 
     std::uint64_t deleted = 0, would_delete = 0, kept = 0, dropped = 0, dropped_rows = 0;
     for (const auto& part : parts) {
-      const std::string name = part.schema + "." + part.name;
+      const std::string name = common::QualifiedName{part.schema, part.name}.text();
       const std::string what = part.is_partition ? "partition " + name : "table " + name;
       const pg::PartCounts c = q.count(part, cutoff);
       kept += c.unconfirmed;
@@ -176,4 +176,4 @@ int run_prune(const PruneOptions& o, std::ostream& out, std::ostream& err) {
   }
 }
 
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle

@@ -1,7 +1,7 @@
 // Counting the backlog from pgoutput bytes, as `status` does over a copy of the slot: only
 // committed inserts into the outbox or one of its partitions count (under the root's relid or a
 // partition's own), the oldest is the earliest commit; and the health rules over the count.
-#include "outbox/app/backlog.hpp"
+#include "outbox/lifecycle/backlog.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "../pgoutput/golden.hpp"
 #include "outbox/pgoutput/decoder.hpp"
 
-namespace outbox::app {
+namespace outbox::lifecycle {
 namespace {
 
 using Bytes = std::vector<std::byte>;
@@ -256,4 +256,4 @@ TEST(Backlog, Timestamps) {
 }
 
 }  // namespace
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle

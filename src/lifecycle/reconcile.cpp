@@ -1,9 +1,10 @@
-#include "outbox/app/reconcile.hpp"
+#include "outbox/lifecycle/reconcile.hpp"
 
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <ostream>
 #include <set>
@@ -11,6 +12,7 @@
 #include <unordered_map>
 #include <variant>
 
+#include "outbox/common/qualified_name.hpp"
 #include "outbox/kafka/consumer.hpp"
 #include "outbox/kafka/producer.hpp"
 #include "outbox/mapping/mapper.hpp"
@@ -20,7 +22,7 @@
 #include "outbox/pg/window_scan.hpp"
 #include "outbox/relay/event_record.hpp"
 
-namespace outbox::app {
+namespace outbox::lifecycle {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -53,6 +55,22 @@ std::int64_t now_us() {
 }
 
 }  // namespace
+
+std::string format_utc(std::int64_t epoch_us) {
+  using namespace std::chrono;
+  const sys_time<microseconds> t{microseconds(epoch_us)};
+  const sys_days day = floor<days>(t);
+  const year_month_day ymd(day);
+  std::int64_t rest = (t - day).count();  // microseconds into the day
+  const int us = static_cast<int>(rest % 1'000'000);
+  rest /= 1'000'000;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02d:%02d:%02d.%06dZ",
+                static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()),
+                static_cast<unsigned>(ymd.day()), static_cast<int>(rest / 3600),
+                static_cast<int>(rest / 60 % 60), static_cast<int>(rest % 60), us);
+  return buf;
+}
 
 // ---- EventIdSet ----------------------------------------------------------------------------
 
@@ -197,8 +215,8 @@ ReconcileQueries reconcile_queries(const ReconcileOptions& o,
   for (const ReconcileTable& t : tables) {
     auto required = [&](const std::string& c, const std::string& role) {
       if (std::find(t.columns.begin(), t.columns.end(), c) == t.columns.end()) {
-        throw std::runtime_error("table " + t.schema + "." + t.table + " has no column " + c +
-                                 " (" + role + ")");
+        throw std::runtime_error("table " + common::QualifiedName{t.schema, t.table}.text() +
+                                 " has no column " + c + " (" + role + ")");
       }
     };
     required(m.column_id, "--column-id");
@@ -221,9 +239,9 @@ std::string field_value(const std::optional<std::string>& value) {
   return out + "\"";
 }
 
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle
 
-namespace outbox::app {
+namespace outbox::lifecycle {
 namespace {
 
 // Publishes repaired events with the relay's producer (its defaults: idempotent, acks=all,
@@ -368,7 +386,8 @@ class Reconciliation {
     names_.emplace_back(m_.schema, m_.table);
     names_.insert(names_.end(), m_.more_tables.begin(), m_.more_tables.end());
     for (const auto& [schema, table] : names_) {
-      table_names_ += (table_names_.empty() ? "" : ",") + schema + "." + table;
+      table_names_ +=
+          (table_names_.empty() ? "" : ",") + common::QualifiedName{schema, table}.text();
     }
   }
 
@@ -426,7 +445,7 @@ class Reconciliation {
       try {
         tables_.push_back(pg::describe_table(session, schema, table));
       } catch (const pg::Error& e) {
-        return fail("table " + schema + "." + table + ": " + e.what());
+        return fail("table " + common::QualifiedName{schema, table}.text() + ": " + e.what());
       }
     }
     commit_timestamps_ = session.setting("track_commit_timestamp") == "on";
@@ -443,7 +462,7 @@ class Reconciliation {
     const auto phase = Clock::now();
     for (std::size_t k = 0; k < tables_.size(); ++k) {
       const ReconcileTable& t = tables_[k];
-      const std::string name = t.schema + "." + t.table;
+      const std::string name = common::QualifiedName{t.schema, t.table}.text();
       pg::Cursor cursor(session, "scan " + name, queries_.scans[k], window_, kBatchRows);
       pg::Rows batch;
       while (cursor.fetch(batch)) {
@@ -568,7 +587,8 @@ class Reconciliation {
           // Changed since the first scan (counted below as having left the table).
           if (const auto* e = std::get_if<mapping::MapError>(&mapped)) {
             ++unmappable_;
-            print_unmappable(out_, *e, t.schema + "." + t.table, row[kOrderedTime]);
+            print_unmappable(out_, *e, common::QualifiedName{t.schema, t.table}.text(),
+                             row[kOrderedTime]);
           }
           continue;
         }
@@ -577,7 +597,8 @@ class Reconciliation {
         out_ << "missing id=" << field_value(std::string(ev->id)) << " aggregateid="
              << field_value(ev->key ? std::optional<std::string>(*ev->key) : std::nullopt)
              << " topic=" << ev->topic << " time=" << field_value(row[kOrderedTime]);
-        if (tables_.size() > 1) out_ << " table=" << t.schema << "." << t.table;
+        if (tables_.size() > 1)
+          out_ << " table=" << common::QualifiedName{t.schema, t.table}.text();
         out_ << '\n';
         if (!repairer_) continue;
         if (!repairer_->send(*ev, stamp_us / 1000)) {
@@ -650,4 +671,4 @@ int run_reconcile(const ReconcileOptions& o, std::ostream& out, std::ostream& er
   return Reconciliation(o, out, err).run();
 }
 
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle

@@ -1,14 +1,11 @@
-#include "outbox/app/failover.hpp"
-
-#include <spdlog/spdlog.h>
+#include "outbox/lifecycle/failover.hpp"
 
 #include <sstream>
 
-#include "outbox/common/log_text.hpp"
 #include "outbox/pg/conninfo.hpp"
-#include "sampler_thread.hpp"
+#include "outbox/pg/slot_rules.hpp"
 
-namespace outbox::app {
+namespace outbox::lifecycle {
 namespace {
 
 std::string lsn_text(const std::optional<pg::Lsn>& lsn) { return lsn ? lsn->to_string() : "?"; }
@@ -102,7 +99,7 @@ FailoverCheck check_failover_primary(pg::AdminSession& db, const std::string& sl
                               ", which is not a physical slot on the primary: decoding of "
                               "failover slots waits for it forever (" +
                               hint + ")");
-    } else if (wal_status.value_or("") == "lost") {
+    } else if (pg::is_lost_slot(wal_status.value_or(""))) {
       c.unprotected.push_back("synchronized_standby_slots names " + name +
                               ", a physical slot that is lost: decoding of failover slots waits "
                               "for it forever; rebuild the standby on a new slot");
@@ -129,7 +126,7 @@ std::vector<std::string> StandbyCopy::problems() const {
           "standby: its copy is still temporary: the primary's slot has not yet moved past the "
           "standby's catalog xmin (a promotion now would lose the slot)");
     }
-    if (slot->wal_status == "lost" || slot->invalidation_reason) {
+    if (pg::is_lost_slot(slot->wal_status) || slot->invalidation_reason) {
       p.push_back("standby: its copy is invalidated (" +
                   slot->invalidation_reason.value_or("wal_status lost") + ")");
     }
@@ -183,68 +180,6 @@ std::vector<std::string> standby_targets(const std::string& standby, const std::
   return pg::per_host_conninfos(pg);
 }
 
-std::string render_failover_prometheus(const FailoverSample& s) {
-  std::ostringstream out;
-  if (s.checked) {
-    out << "# HELP outbox_relay_failover_ready 1 when the standby of --standby holds a synced, "
-           "persistent, valid copy of the slot and has sync_replication_slots and "
-           "hot_standby_feedback on (a promotion now keeps the slot), as of the last check.\n"
-        << "# TYPE outbox_relay_failover_ready gauge\n"
-        << "outbox_relay_failover_ready " << (s.ready ? 1 : 0) << '\n';
-  }
-  out << "# HELP outbox_relay_failover_checks_total Checks of the standby's copy of the slot, by "
-         "result.\n"
-      << "# TYPE outbox_relay_failover_checks_total counter\n"
-      << "outbox_relay_failover_checks_total{result=\"ready\"} " << s.ready_checks << '\n'
-      << "outbox_relay_failover_checks_total{result=\"not_ready\"} " << s.not_ready_checks << '\n'
-      << "outbox_relay_failover_checks_total{result=\"error\"} " << s.failed_checks << '\n';
-  return out.str();
-}
-
-FailoverSampler::FailoverSampler(std::vector<std::string> standby_conninfos, std::string slot,
-                                 std::chrono::milliseconds every)
-    : conninfos_(std::move(standby_conninfos)), slot_(std::move(slot)), every_(every) {}
-
-FailoverSampler::~FailoverSampler() = default;
-
-void FailoverSampler::start() {
-  auto log = spdlog::get("app");
-  if (!log) log = spdlog::default_logger();
-  // The readiness last logged; the thread's own.
-  auto was_ready = std::make_shared<std::optional<bool>>();
-  auto measure = [conninfos = conninfos_, slot = slot_, log,
-                  was_ready]() -> SamplerThread<FailoverSample>::Record {
-    StandbyCopy copy = inspect_standbys(conninfos, slot);
-    return [copy = std::move(copy), slot, log, was_ready](FailoverSample& s, bool stopping) {
-      if (!copy.error.empty()) {
-        ++s.failed_checks;
-        if (!stopping) {
-          log->warn("event=failover_check_failed slot={} error={}", slot,
-                    common::quoted(copy.error));
-        }
-        return;
-      }
-      const bool ready = copy.ready();
-      s.checked = true;
-      s.ready = ready;
-      ++(ready ? s.ready_checks : s.not_ready_checks);
-      if (*was_ready != ready) {
-        std::string why;
-        for (const auto& p : copy.problems()) why += (why.empty() ? "" : "; ") + p;
-        log->info("event=failover_readiness slot={} ready={} problems={}", slot, ready,
-                  common::quoted(why));
-        *was_ready = ready;
-      }
-    };
-  };
-  thread_ = std::make_unique<SamplerThread<FailoverSample>>();
-  thread_->start(std::move(measure), every_, /*wait_first=*/false);
-}
-
-FailoverSample FailoverSampler::sample() const {
-  return thread_ ? thread_->last() : FailoverSample{};
-}
-
 std::string slot_lost_advice(const std::string& conninfo, const std::string& slot,
                              const std::string& brokers, const std::string& table) {
   try {
@@ -253,7 +188,7 @@ std::string slot_lost_advice(const std::string& conninfo, const std::string& slo
     std::string cause;
     if (!s) {
       cause = "it no longer exists (dropped by someone)";
-    } else if (s->wal_status != "lost" && !s->invalidation_reason) {
+    } else if (!pg::is_lost_slot(s->wal_status) && !s->invalidation_reason) {
       return "";
     } else {
       const std::string reason = s->invalidation_reason.value_or("");
@@ -294,4 +229,4 @@ std::string slot_lost_advice(const std::string& conninfo, const std::string& slo
   }
 }
 
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle

@@ -1,23 +1,19 @@
 // Failover slots (--failover of run and setup, docs/failover.md): what the primary must offer
 // before the relay's slot is made or used as a failover slot, how ready a standby's synced copy
-// is (status --standby), and the words for a slot PostgreSQL invalidated (exit code 4).
+// is (status --standby; run --standby samples it: app's failover_sampler.hpp), and the words for
+// a slot PostgreSQL invalidated (exit code 4).
 // Blocking libpq sessions (pg::AdminSession): never on the relay's io_context thread.
 // Thread-safety: free functions, no shared state.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "outbox/pg/admin.hpp"
 
-namespace outbox::app {
-
-template <class Sample>
-class SamplerThread;
+namespace outbox::lifecycle {
 
 // What --failover found on the primary.
 struct FailoverCheck {
@@ -59,45 +55,10 @@ StandbyCopy inspect_standbys(const std::vector<std::string>& conninfos, const st
 // multi-host --pg (pg::per_host_conninfos); empty: nowhere (no check).
 std::vector<std::string> standby_targets(const std::string& standby, const std::string& pg);
 
-// The last checks of the standby's copy, as /metrics reports them.
-struct FailoverSample {
-  bool checked = false;  // a check answered at least once
-  bool ready = false;    // the last check that answered: StandbyCopy::ready()
-  std::uint64_t ready_checks = 0;
-  std::uint64_t not_ready_checks = 0;
-  std::uint64_t failed_checks = 0;  // the standby could not be inspected
-};
-
-// outbox_relay_failover_ready and outbox_relay_failover_checks_total (pure).
-std::string render_failover_prometheus(const FailoverSample& sample);
-
-// run --standby (or a multi-host --pg): checks the standby's copy of the slot (inspect_standbys)
-// at start and every
-// `every`, on a thread of its own (libpq blocks), and logs each change of readiness. sample() is
-// thread-safe; start() and the destructor (which stops the thread, waiting a few seconds at most)
-// are called from the owning thread.
-class FailoverSampler {
- public:
-  FailoverSampler(std::vector<std::string> standby_conninfos, std::string slot,
-                  std::chrono::milliseconds every);
-  ~FailoverSampler();
-  FailoverSampler(const FailoverSampler&) = delete;
-  FailoverSampler& operator=(const FailoverSampler&) = delete;
-
-  void start();
-  FailoverSample sample() const;
-
- private:
-  std::vector<std::string> conninfos_;
-  std::string slot_;
-  std::chrono::milliseconds every_;
-  std::unique_ptr<SamplerThread<FailoverSample>> thread_;  // sampler_thread.hpp
-};
-
 // One line after exit code 4: why PostgreSQL invalidated the slot (invalidation_reason, the
 // setting behind it) and the reconcile command to run, inspected on a new session to `conninfo`.
 // Empty when the slot cannot be inspected or is neither lost nor missing.
 std::string slot_lost_advice(const std::string& conninfo, const std::string& slot,
                              const std::string& brokers, const std::string& table);
 
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle

@@ -1,4 +1,4 @@
-#include "outbox/app/backlog.hpp"
+#include "outbox/lifecycle/backlog.hpp"
 
 #include <cstdio>
 #include <ctime>
@@ -6,10 +6,10 @@
 #include <type_traits>
 #include <variant>
 
-#include "outbox/app/logging.hpp"  // json_string
+#include "outbox/common/log_text.hpp"  // quoted: a JSON string literal
 #include "outbox/pgoutput/decoder.hpp"
 
-namespace outbox::app {
+namespace outbox::lifecycle {
 namespace {
 
 void row(std::ostream& out, std::string_view name, const std::string& value) {
@@ -163,14 +163,15 @@ std::string format_backlog_text(const BacklogStatus& b) {
 std::string format_backlog_json_fields(const BacklogStatus& b) {
   std::string o;
   if (!b.count) {
-    o += ",\"pending_events\":null,\"backlog_error\":" + json_string(b.error);
+    o += ",\"pending_events\":null,\"backlog_error\":" + common::quoted(b.error);
   } else {
     const BacklogCount& c = *b.count;
     o += ",\"pending_events\":" + std::to_string(c.pending_events);
     o += ",\"pending_transactions\":" + std::to_string(c.pending_transactions);
     o += std::string(",\"pending_lower_bound\":") + (b.stopped_at_limit ? "true" : "false");
     o += ",\"oldest_pending_commit_time\":" +
-         (c.oldest_commit_time ? json_string(format_pg_timestamp(*c.oldest_commit_time)) : "null");
+         (c.oldest_commit_time ? common::quoted(format_pg_timestamp(*c.oldest_commit_time))
+                               : "null");
     o +=
         ",\"oldest_pending_commit_unix_us\":" +
         (c.oldest_commit_time ? std::to_string(*c.oldest_commit_time + pgoutput::kPgEpochUnixMicros)
@@ -179,10 +180,10 @@ std::string format_backlog_json_fields(const BacklogStatus& b) {
     if (auto a = oldest_age_seconds(b)) std::snprintf(age, sizeof age, "%.3f", *a);
     o += ",\"oldest_pending_age_seconds\":" + std::string(age);
     o += ",\"oldest_pending_commit_lsn\":" +
-         (c.oldest_commit_lsn ? json_string(c.oldest_commit_lsn->to_string()) : "null");
+         (c.oldest_commit_lsn ? common::quoted(c.oldest_commit_lsn->to_string()) : "null");
     o += ",\"scanned_changes\":" + std::to_string(c.changes_scanned);
     o += ",\"scanned_upto_lsn\":" +
-         (b.scanned_upto ? json_string(b.scanned_upto->to_string()) : "null");
+         (b.scanned_upto ? common::quoted(b.scanned_upto->to_string()) : "null");
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.3f", b.scan_seconds);
     o += ",\"scan_seconds\":" + std::string(seconds);
@@ -233,4 +234,4 @@ std::string human_duration(double seconds) {
   return buf;
 }
 
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle

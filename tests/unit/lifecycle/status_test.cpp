@@ -1,10 +1,10 @@
 // What `status` reports and when it calls a slot unhealthy (exit code 1): missing, lost, not a
 // pgoutput slot, or retaining more WAL than --max-retained.
-#include "outbox/app/commands.hpp"
+#include "outbox/lifecycle/status.hpp"
 
 #include <gtest/gtest.h>
 
-namespace outbox::app {
+namespace outbox::lifecycle {
 namespace {
 
 pg::SlotInfo healthy_slot() {
@@ -104,27 +104,6 @@ TEST(Status, FailoverSlotAndTheStandbysCopy) {
             std::string::npos);
 }
 
-// run --standby's series: the gauge once a check answered, the checks by result always.
-TEST(Status, FailoverReadinessMetric) {
-  FailoverSample s;
-  s.failed_checks = 2;
-  std::string text = render_failover_prometheus(s);
-  EXPECT_EQ(text.find("outbox_relay_failover_ready "), std::string::npos) << text;
-  EXPECT_NE(text.find("outbox_relay_failover_checks_total{result=\"error\"} 2\n"),
-            std::string::npos)
-      << text;
-  s.checked = true;
-  s.ready = true;
-  s.ready_checks = 3;
-  text = render_failover_prometheus(s);
-  EXPECT_NE(text.find("# TYPE outbox_relay_failover_ready gauge\noutbox_relay_failover_ready 1\n"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("outbox_relay_failover_checks_total{result=\"ready\"} 3\n"),
-            std::string::npos)
-      << text;
-}
-
 TEST(Status, HumanBytes) {
   EXPECT_EQ(human_bytes(0), "0 B");
   EXPECT_EQ(human_bytes(1023), "1023 B");
@@ -133,4 +112,4 @@ TEST(Status, HumanBytes) {
 }
 
 }  // namespace
-}  // namespace outbox::app
+}  // namespace outbox::lifecycle

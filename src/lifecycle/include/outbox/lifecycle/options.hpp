@@ -1,0 +1,86 @@
+// The options of the life-cycle commands (status, prune, reconcile), as app's command tables fill
+// them (src/app/command_tables.hpp); `help`, `warnings` and the Kafka properties' sources are the
+// flag engine's, kept here so that one struct carries a command's whole command line. Plain data.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "outbox/mapping/mapper.hpp"
+
+namespace outbox::lifecycle {
+
+// Flags of `outbox-relay status`.
+struct StatusOptions {
+  std::string conninfo;
+  std::string slot = "outbox_relay";
+  bool json = false;
+  std::uint64_t max_retained_bytes = 1ULL << 30;
+  // The backlog: outbox inserts the slot has not confirmed, counted from a copy of the slot.
+  std::string publication = "outbox_relay";
+  std::string schema = "public";
+  std::string table = "outbox";
+  std::uint64_t scan_limit = 100'000;  // pgoutput messages read at most
+  std::optional<std::uint64_t> max_pending;
+  std::optional<std::chrono::milliseconds> max_age;
+  // --standby: a standby whose synced copy of the (failover) slot is checked.
+  std::string standby;
+  bool help = false;
+};
+
+// Flags of `outbox-relay prune`.
+struct PruneOptions {
+  std::string conninfo;
+  std::string slot = "outbox_relay";
+  std::string schema = "public";
+  std::string table = "outbox";
+  std::string column_time = "created_at";   // timestamp column the retention is measured on
+  std::chrono::milliseconds older_than{0};  // required (--older-than)
+  std::uint64_t batch = 1000;               // rows per DELETE transaction
+  std::chrono::milliseconds pause{100};     // between two batches
+  bool dry_run = false;
+  bool help = false;
+};
+
+// One end of the reconcile window: an age relative to the command's start ("2h": now minus two
+// hours) or an absolute time.
+struct TimeBound {
+  std::optional<std::chrono::microseconds> ago;  // set for a duration
+  std::int64_t epoch_us = 0;                     // the absolute time, when !ago
+  std::string text;                              // as given, for messages
+
+  // Microseconds since the Unix epoch, given the command's start time.
+  std::int64_t resolve(std::int64_t now_us) const { return ago ? now_us - ago->count() : epoch_us; }
+};
+
+// Microseconds since the epoch as "2026-11-30T10:00:00.000000Z" (also valid input to PostgreSQL's
+// timestamptz).
+std::string format_utc(std::int64_t epoch_us);
+
+struct ReconcileOptions {
+  std::string conninfo;
+  std::string brokers;
+  // Table, topic template and columns, with the relay's defaults (require_json is not used).
+  mapping::MapperConfig mapper;
+  std::string column_time;         // the rows' time column, required
+  TimeBound since;                 // inclusive
+  std::optional<TimeBound> until;  // exclusive; the command's start when absent
+  bool repair = false;
+  // librdkafka properties (--kafka-config's, then -X's), for the consumer and, with --repair,
+  // the producer.
+  std::vector<std::pair<std::string, std::string>> properties;
+  std::vector<std::pair<std::string, std::string>> kafka_config;  // from --kafka-config
+  bool unsafe_kafka_config = false;   // --unsafe-kafka-config (see flags::check_kafka_properties)
+  std::vector<std::string> warnings;  // printed on stderr before the command runs
+  // Kafka is read from the first record stamped at or after since - margin (offsetsForTimes).
+  std::chrono::milliseconds margin{std::chrono::hours(1)};
+  // Longest wait for Kafka without progress (metadata, reading, acknowledgements).
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  bool help = false;
+};
+
+}  // namespace outbox::lifecycle
