@@ -261,12 +261,6 @@ std::shared_ptr<RateLimitedSink> g_rate_limited;
 
 }  // namespace
 
-std::string json_string(std::string_view text) {
-  std::string out;
-  append_json_string(out, text);
-  return out;
-}
-
 std::string format_json_line(std::chrono::system_clock::time_point time,
                              spdlog::level::level_enum level, std::string_view logger,
                              std::string_view slot, std::string_view message) {

@@ -9,6 +9,7 @@
 
 #include "outbox/common/clock.hpp"
 #include "outbox/common/log_text.hpp"
+#include "outbox/common/qualified_name.hpp"
 #include "outbox/pgoutput/wire.hpp"
 #include "outbox/relay/event_record.hpp"
 
@@ -78,10 +79,12 @@ void Pipeline::start_from_checkpoint(Lsn lsn) {
 
 std::string Pipeline::table_name() const {
   std::string name =
-      config_.mapper.table.empty() ? "" : config_.mapper.schema + "." + config_.mapper.table;
+      config_.mapper.table.empty()
+          ? ""
+          : common::QualifiedName{config_.mapper.schema, config_.mapper.table}.text();
   // Several tables: the record does not say which it came from (a delivery report).
   for (const auto& [schema, table] : config_.mapper.more_tables) {
-    name += ", " + schema + "." + table;
+    name += ", " + common::QualifiedName{schema, table}.text();
   }
   if (!config_.mapper.message_prefix.empty()) {
     name += (name.empty() ? "" : " or ") + std::string("logical messages with prefix '") +
@@ -259,10 +262,11 @@ Pipeline::Step Pipeline::on_message(const pgoutput::Relation& r, const pgoutput:
     outbox = mapper_.has_outbox_columns(r);
     log_->warn(
         "event=vanished_relation slot={} relid={} table={} treated_as_outbox={}: the "
-        "relation no longer exists, so whether it was a partition of {}.{} cannot be "
+        "relation no longer exists, so whether it was a partition of {} cannot be "
         "read from the catalog; judged by its columns",
-        config_.slot, r.relid, quoted(std::string(r.nspname) + "." + std::string(r.relname)),
-        outbox, config_.mapper.schema, config_.mapper.table);
+        config_.slot, r.relid,
+        quoted(common::QualifiedName{std::string(r.nspname), std::string(r.relname)}.text()),
+        outbox, common::QualifiedName{config_.mapper.schema, config_.mapper.table}.text());
   }
   mapper_.on_relation(r, outbox);
   return Pipeline::Step::kDone;

@@ -57,8 +57,12 @@ TEST(JsonLog, QuotedValueEndsAtItsFirstUnescapedQuote) {
 }
 
 TEST(JsonLog, ControlCharactersAreEscaped) {
-  EXPECT_EQ(json_string("a\x01\tb\n"), "\"a\\u0001\\tb\\n\"");
-  EXPECT_EQ(json_string("bad\xff"), "\"bad\xEF\xBF\xBD\"");
+  // A JSON line's values are written as common::quoted() writes them.
+  EXPECT_EQ(common::quoted("a\x01\tb\n"), "\"a\\u0001\\tb\\n\"");
+  EXPECT_EQ(common::quoted("bad\xff"), "\"bad\xEF\xBF\xBD\"");
+  const std::string line =
+      format_json_line({}, spdlog::level::info, "relay", "s", "event=x a=\"\\u0001\"");
+  EXPECT_NE(line.find("\"a\":\"\\u0001\""), std::string::npos) << line;
 }
 
 class RateLimit : public ::testing::Test {

@@ -51,9 +51,6 @@ std::string format_json_line(std::chrono::system_clock::time_point time,
                              spdlog::level::level_enum level, std::string_view logger,
                              std::string_view slot, std::string_view message);
 
-// JSON string literal (with quotes) of `text`.
-std::string json_string(std::string_view text);
-
 // Passes everything to `inner` except warnings beyond `burst` per `window` for one key (logger
 // plus the message's event= value, else its first words). Errors and worse always pass.
 class RateLimitedSink : public spdlog::sinks::sink {
