@@ -48,6 +48,40 @@ int pair_port() {
   return (base && *base ? std::atoi(base) : 55432) + 2;
 }
 
+// What a consumer of the promoted database's events checks in Kafka: records of rows the
+// database does not have (ghosts, the first five printed), duplicates, and each aggregate's first
+// deliveries in commit (seq) order.
+struct PromotedEvents {
+  Problems problems;
+  std::set<std::string> first_seen;  // ids delivered
+  std::size_t duplicates = 0;
+  std::size_t ghosts = 0;
+};
+
+PromotedEvents check_promoted(const std::vector<Record>& records,
+                              const std::unordered_map<std::string, OutboxRow>& rows) {
+  PromotedEvents out;
+  std::map<std::string, std::int64_t> last_seq;
+  for (const Record* r : in_kafka_order(records)) {
+    const std::string& id = r->headers.at("id");
+    auto row = rows.find(id);
+    if (row == rows.end()) {
+      if (++out.ghosts <= 5) std::cerr << "ghost: " << describe(*r) << "\n";
+      continue;
+    }
+    if (!out.first_seen.insert(id).second) {
+      ++out.duplicates;
+      continue;
+    }
+    auto last = last_seq.find(row->second.aggregateid);
+    if (last != last_seq.end() && last->second >= row->second.seq) {
+      out.problems.add("not in commit order: " + describe(*r));
+    }
+    last_seq[row->second.aggregateid] = row->second.seq;
+  }
+  return out;
+}
+
 // One writer: transactions of 1 to 4 events for one of its aggregates, seq increasing per writer
 // (so per aggregate); on a failed statement it reconnects (the multi-host conninfo finds the
 // promoted standby) until told to stop.
@@ -106,6 +140,32 @@ class Writer {
   std::atomic<bool> stop_{false};
   std::atomic<int> commits_{0};
   std::atomic<int> failures_{0};
+};
+
+// Three writers (Writer 1 to 3) on the outbox, started together, stopped by stop() or at the
+// latest when the set goes.
+class Writers {
+ public:
+  Writers(const std::string& conninfo, const std::string& table, const std::string& aggregatetype) {
+    for (int i = 0; i < 3; ++i) {
+      writers_.push_back(std::make_unique<Writer>(conninfo, table, aggregatetype, i + 1));
+      writers_.back()->start();
+    }
+  }
+  ~Writers() { stop(); }
+  Writers(const Writers&) = delete;
+  Writers& operator=(const Writers&) = delete;
+  void stop() {
+    for (auto& w : writers_) w->stop();
+  }
+  int commits() const {
+    int n = 0;
+    for (const auto& w : writers_) n += w->commits();
+    return n;
+  }
+
+ private:
+  std::vector<std::unique_ptr<Writer>> writers_;
 };
 
 // The delivery mode, and whether the primary protects the failover slot with
@@ -203,20 +263,8 @@ TEST_P(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost
       pg_->scalar("SELECT failover::text FROM pg_replication_slots WHERE slot_name = $1", {slot_}),
       std::optional<std::string>("true"));
 
-  std::vector<std::unique_ptr<Writer>> writers;
-  for (int i = 0; i < 3; ++i) {
-    writers.push_back(
-        std::make_unique<Writer>(conninfo_, qualified_table(), aggregatetypes_[0], i + 1));
-    writers.back()->start();
-  }
-  ScopeGuard stop_writers([&] {
-    for (auto& w : writers) w->stop();
-  });
-  auto commits = [&] {
-    int n = 0;
-    for (auto& w : writers) n += w->commits();
-    return n;
-  };
+  Writers writers(conninfo_, qualified_table(), aggregatetypes_[0]);
+  auto commits = [&] { return writers.commits(); };
 
   // The readiness caveat: the standby's copy becomes persistent only once the primary's slot
   // moved past the standby's catalog xmin. Not before: a promotion then would lose the slot.
@@ -283,7 +331,7 @@ TEST_P(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost
   // The writers move to the promoted standby and write some more.
   ASSERT_TRUE(wait_until([&] { return commits() >= at_crash + 600; }, 90s))
       << commits() - at_crash << " commits after the crash";
-  for (auto& w : writers) w->stop();
+  writers.stop();
   ASSERT_TRUE(relay.is_running()) << tail_file(relay.log_path(), 40);
 
   // Everything in the promoted database reaches Kafka.
@@ -297,28 +345,11 @@ TEST_P(Promotion, RelayCarriesOnOnThePromotedStandbyWithNothingMissingAndNoGhost
       << all_there.count() << " distinct events in Kafka for " << rows.size() << " rows";
   reader.read_for(1s);
 
-  Problems problems;
-  std::set<std::string> first_seen;
-  std::map<std::string, std::int64_t> last_seq;
-  std::size_t duplicates = 0;
-  std::size_t ghosts = 0;
-  for (const Record* r : in_kafka_order(reader.records())) {
-    const std::string& id = r->headers.at("id");
-    auto row = rows.find(id);
-    if (row == rows.end()) {
-      if (++ghosts <= 5) std::cerr << "ghost: " << describe(*r) << "\n";
-      continue;
-    }
-    if (!first_seen.insert(id).second) {
-      ++duplicates;
-      continue;
-    }
-    auto last = last_seq.find(row->second.aggregateid);
-    if (last != last_seq.end() && last->second >= row->second.seq) {
-      problems.add("not in commit order: " + describe(*r));
-    }
-    last_seq[row->second.aggregateid] = row->second.seq;
-  }
+  const PromotedEvents events = check_promoted(reader.records(), rows);
+  const Problems& problems = events.problems;
+  const std::set<std::string>& first_seen = events.first_seen;
+  const std::size_t duplicates = events.duplicates;
+  const std::size_t ghosts = events.ghosts;
   EXPECT_EQ(problems.count(), 0u) << problems.describe();
   EXPECT_EQ(first_seen.size(), rows.size());
   std::cerr << GetParam().delivery << (GetParam().protected_slot ? "" : ", unprotected")
@@ -466,20 +497,8 @@ TEST_P(StandbyDecoding, RelayOnTheStandbyCarriesOnThroughItsPromotion) {
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming_on_standby(relay, standby));
   EXPECT_FALSE(pg_->slot_confirmed_flush(slot_).has_value()) << "the slot is on the standby only";
 
-  std::vector<std::unique_ptr<Writer>> writers;
-  for (int i = 0; i < 3; ++i) {
-    writers.push_back(
-        std::make_unique<Writer>(conninfo_, qualified_table(), aggregatetypes_[0], i + 1));
-    writers.back()->start();
-  }
-  ScopeGuard stop_writers([&] {
-    for (auto& w : writers) w->stop();
-  });
-  auto commits = [&] {
-    int n = 0;
-    for (auto& w : writers) n += w->commits();
-    return n;
-  };
+  Writers writers(conninfo_, qualified_table(), aggregatetypes_[0]);
+  auto commits = [&] { return writers.commits(); };
 
   // The primary writes, the relay decodes on the standby.
   ASSERT_TRUE(wait_until([&] { return commits() >= 600; }, 60s));
@@ -523,7 +542,7 @@ TEST_P(StandbyDecoding, RelayOnTheStandbyCarriesOnThroughItsPromotion) {
   ASSERT_TRUE(again.is_running()) << tail_file(again.log_path(), 30);
   const int after_restart = commits();
   ASSERT_TRUE(wait_until([&] { return commits() >= after_restart + 300; }, 60s));
-  for (auto& w : writers) w->stop();
+  writers.stop();
   ASSERT_NO_FATAL_FAILURE(expect_confirmed_means_delivered(standby, "at the end"));
 
   // Everything in the promoted database in Kafka, once, in order; nothing else.
@@ -531,28 +550,11 @@ TEST_P(StandbyDecoding, RelayOnTheStandbyCarriesOnThroughItsPromotion) {
   KafkaReader reader(brokers_, topics_);
   reader.set_keep_values(false);
   ASSERT_TRUE(reader.read_to_end(60s));
-  Problems problems;
-  std::set<std::string> first_seen;
-  std::map<std::string, std::int64_t> last_seq;
-  std::size_t duplicates = 0;
-  std::size_t ghosts = 0;
-  for (const Record* r : in_kafka_order(reader.records())) {
-    const std::string& id = r->headers.at("id");
-    auto row = rows.find(id);
-    if (row == rows.end()) {
-      if (++ghosts <= 5) std::cerr << "ghost: " << describe(*r) << "\n";
-      continue;
-    }
-    if (!first_seen.insert(id).second) {
-      ++duplicates;
-      continue;
-    }
-    auto last = last_seq.find(row->second.aggregateid);
-    if (last != last_seq.end() && last->second >= row->second.seq) {
-      problems.add("not in commit order: " + describe(*r));
-    }
-    last_seq[row->second.aggregateid] = row->second.seq;
-  }
+  const PromotedEvents events = check_promoted(reader.records(), rows);
+  const Problems& problems = events.problems;
+  const std::set<std::string>& first_seen = events.first_seen;
+  const std::size_t duplicates = events.duplicates;
+  const std::size_t ghosts = events.ghosts;
   std::cerr << GetParam() << ", decoding on the standby: promoted database: " << rows.size()
             << " events; Kafka: " << reader.records().size() << " records, " << duplicates
             << " re-sent, " << ghosts << " ghosts\n";

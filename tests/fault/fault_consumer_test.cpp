@@ -26,10 +26,6 @@ namespace {
 
 constexpr int kPartitions = 3;
 
-std::int64_t ms_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-}
-
 // The offsets a consumer group committed, read with a handle of that group that never joins it.
 class GroupOffsets {
  public:

@@ -89,6 +89,10 @@ void BrokerPause::resume() {
   pid_ = -1;
 }
 
+std::int64_t ms_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
 std::int64_t vm_hwm_kib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);) {
@@ -370,6 +374,61 @@ void FaultTest::set_wal_sender_timeout(const std::string& value) {
 std::optional<std::string> FaultTest::walsender_pid() {
   return pg_->scalar("SELECT active_pid::text FROM pg_replication_slots WHERE slot_name = $1",
                      {slot_});
+}
+
+SlotWatch FaultTest::watch_slot(const Workload& load, std::size_t commits_at_start,
+                                const std::function<bool()>& until,
+                                std::chrono::milliseconds timeout, std::chrono::milliseconds poll) {
+  SlotWatch watch;
+  watch.ended = wait_until(
+      [&] {
+        if (!watch.bound) {
+          const auto commits = load.commits();
+          if (commits.size() > commits_at_start + 1) {
+            watch.bound = commits[commits_at_start + 1].before_commit;
+          }
+        }
+        if (auto confirmed = pg_->slot_confirmed_flush(slot_)) {
+          watch.max_confirmed = std::max(watch.max_confirmed, *confirmed);
+        }
+        watch.walsender_pids.insert(walsender_pid().value_or("none"));
+        ++watch.samples;
+        return until();
+      },
+      timeout, poll);
+  return watch;
+}
+
+void FaultTest::start_relay_beside_broker(const std::vector<std::string>& args,
+                                          RelayProcess*& relay) {
+  ASSERT_GT(kafka_pid(), 0) << "Kafka is not running (OUTBOX_KAFKA_PID_FILE)";
+  create_outbox_table();
+  relay = &start_relay(args);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(*relay));
+}
+
+void FaultTest::restart_pg_under(RelayProcess& relay, const std::string& mode,
+                                 const std::string& services_log) {
+  const auto restart_at = Clock::now();
+  ASSERT_TRUE(pg_restart(mode, services_log))
+      << "pg_ctl -m " << mode << " restart failed; see " << services_log;
+  figure("pg_restart_ms", ms_since(restart_at));
+  ASSERT_TRUE(reconnect_pg());
+  // The relay finds the server again by itself and holds the slot.
+  const bool back =
+      wait_until([&] { return !relay.is_running() || pg_->slot_active(slot_); }, 60s, 50ms);
+  ASSERT_TRUE(relay.is_running()) << "relay exited with " << relay.wait_exit(0ms).value_or(-1)
+                                  << " after a PostgreSQL restart";
+  ASSERT_TRUE(back) << "relay did not stream again within 60 s of the restart";
+  figure("ms_from_restart_to_streaming", ms_since(restart_at));
+}
+
+void FaultTest::expect_slot_held(const SlotWatch& watch, const std::string& during) {
+  ASSERT_TRUE(watch.bound.has_value()) << "no transaction committed " << during;
+  EXPECT_LE(watch.max_confirmed, *watch.bound)
+      << "slot " << slot_ << " confirmed " << format_lsn(watch.max_confirmed) << " " << during
+      << ", past a transaction committed after it began (commit after " << format_lsn(*watch.bound)
+      << ")";
 }
 
 }  // namespace outbox_test::fault

@@ -13,10 +13,12 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -63,6 +65,24 @@ class BrokerPause {
 
  private:
   pid_t pid_ = -1;
+};
+
+// Milliseconds from `start` to now.
+std::int64_t ms_since(Clock::time_point start);
+// Brings the shared broker back when it goes out of scope, whatever happened meanwhile (the other
+// tests need it): kafka-up.sh (idempotent, it also resumes a stopped broker), run once more if it
+// failed.
+class BrokerBack {
+ public:
+  explicit BrokerBack(std::string services_log) : log_(std::move(services_log)) {}
+  ~BrokerBack() {
+    if (kafka_pid() <= 0 || !kafka_up(log_)) kafka_up(log_);
+  }
+  BrokerBack(const BrokerBack&) = delete;
+  BrokerBack& operator=(const BrokerBack&) = delete;
+
+ private:
+  std::string log_;
 };
 
 // Peak resident set size (VmHWM) of a process in KiB, or -1.
@@ -155,6 +175,18 @@ DeliveryCheck check_deliveries(const std::vector<Record>& records,
 
 // ---- fixture ---------------------------------------------------------------------------------
 
+// What the slot did while a fault lasted (FaultTest::watch_slot()).
+struct SlotWatch {
+  // The WAL position before the commit of the second transaction committed after the fault
+  // began: nothing at or past it can be in the broker while the fault lasts (the first may have
+  // been on its way). Unset when fewer committed.
+  std::optional<Lsn> bound;
+  Lsn max_confirmed = 0;                 // the highest confirmed_flush_lsn seen
+  std::set<std::string> walsender_pids;  // the slot's walsender at each look ("none": none)
+  std::size_t samples = 0;
+  bool ended = false;  // `until` held (else the watch timed out)
+};
+
 // The end-to-end fixture (tests/support) for fault tests: table outbox_ft_<suffix> with a seq
 // column (ground truth, unmapped), one aggregate type, relays without a metrics listener (several
 // run at once); TearDown also joins the workloads first.
@@ -184,6 +216,24 @@ class FaultTest : public E2eTest {
   void set_wal_sender_timeout(const std::string& value);
   // The pid of the walsender serving the slot, if one is active.
   std::optional<std::string> walsender_pid();
+  // Watches the slot every `poll` while a fault lasts, until `until` holds or `timeout` passed:
+  // what it confirmed, its walsender, and the bound from `load`'s commits after
+  // `commits_at_start` (see SlotWatch).
+  SlotWatch watch_slot(const Workload& load, std::size_t commits_at_start,
+                       const std::function<bool()>& until, std::chrono::milliseconds timeout,
+                       std::chrono::milliseconds poll);
+  // The start of a story with the broker at fault: Kafka runs, the outbox table is made, and a
+  // relay started with `args` streams (`relay`). Use with ASSERT_NO_FATAL_FAILURE.
+  void start_relay_beside_broker(const std::vector<std::string>& args, RelayProcess*& relay);
+  // Restarts PostgreSQL under the relay (`pg_ctl -m <mode> restart`, output to `services_log`)
+  // and waits until the relay, alive, streams again by itself; the restart's time and the time
+  // back to streaming are figured. Use with ASSERT_NO_FATAL_FAILURE.
+  void restart_pg_under(RelayProcess& relay, const std::string& mode,
+                        const std::string& services_log);
+  // What a user checks of the watch: a transaction committed `during` the fault, and the slot
+  // confirmed nothing past it while the broker could not have stored it. Use with
+  // ASSERT_NO_FATAL_FAILURE.
+  void expect_slot_held(const SlotWatch& watch, const std::string& during);
 
   std::string aggregatetype_;  // aggregatetypes_[0]
   std::string topic_;          // topics_[0]

@@ -7,9 +7,6 @@
 // dead-letter record (dlq).
 
 #include <gtest/gtest.h>
-#include <librdkafka/rdkafka.h>
-// Must come after rdkafka.h.
-#include <librdkafka/rdkafka_mock.h>
 
 #include <algorithm>
 #include <iostream>
@@ -21,31 +18,21 @@
 #include <vector>
 
 #include "fault_fixture.hpp"
+#include "outbox_test/mock_kafka.hpp"
 
 namespace outbox_test::fault {
 namespace {
 
-constexpr std::int16_t kProduceApiKey = 0;  // ProduceRequest
 constexpr int kBrokers = 3;
-
-std::int64_t ms_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-}
 
 class MockCluster : public FaultTest {
  protected:
   void SetUp() override {
     FaultTest::SetUp();
     if (HasFatalFailure()) return;
-    // The mock cluster lives inside a (throwaway) client handle of this process.
-    char errstr[512];
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof errstr);
-    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
-    ASSERT_NE(rk_, nullptr) << errstr;
-    mcluster_ = rd_kafka_mock_cluster_new(rk_, kBrokers);
-    ASSERT_NE(mcluster_, nullptr);
-    brokers_ = rd_kafka_mock_cluster_bootstraps(mcluster_);
+    mock_.emplace(kBrokers);
+    mcluster_ = mock_->get();
+    brokers_ = mock_->bootstraps();
     dlq_topic_ = "outbox.dlq." + suffix_;
     ASSERT_EQ(rd_kafka_mock_topic_create(mcluster_, topic_.c_str(), 3, 1),
               RD_KAFKA_RESP_ERR_NO_ERROR);
@@ -67,44 +54,22 @@ class MockCluster : public FaultTest {
       rd_kafka_mock_clear_request_errors(mcluster_, kProduceApiKey);
     }
     FaultTest::TearDown();  // relays stop while the mock cluster still runs
-    if (mcluster_ != nullptr) rd_kafka_mock_cluster_destroy(mcluster_);
-    if (rk_ != nullptr) rd_kafka_destroy(rk_);
+    mock_.reset();
   }
 
   // Watches the slot while a fault lasts (until `over` holds or `timeout`): transactions that
   // began after `commits_at_start` commits cannot have been stored by the mock cluster while
   // nothing is acknowledged, so the confirmed position must stay before the first of them.
-  // Returns false if the slot passed it.
-  bool slot_holds_during(Workload& load, std::size_t commits_at_start, RelayProcess& relay,
+  void slot_holds_during(Workload& load, std::size_t commits_at_start, RelayProcess& relay,
                          const std::function<bool()>& over, std::chrono::milliseconds timeout,
                          const std::string& what) {
-    std::optional<Lsn> bound;
-    Lsn max_confirmed = 0;
-    wait_until(
-        [&] {
-          if (!bound) {
-            const auto commits = load.commits();
-            if (commits.size() > commits_at_start + 1) {
-              bound = commits[commits_at_start + 1].before_commit;
-            }
-          }
-          if (auto c = pg_->slot_confirmed_flush(slot_))
-            max_confirmed = std::max(max_confirmed, *c);
-          return over() || !relay.is_running();
-        },
-        timeout, 50ms);
-    if (!bound) {
-      ADD_FAILURE() << what << ": no transaction committed while the fault lasted";
-      return false;
+    const SlotWatch watch = watch_slot(
+        load, commits_at_start, [&] { return over() || !relay.is_running(); }, timeout, 50ms);
+    if (watch.bound) {
+      figure(what + "_max_confirmed", format_lsn(watch.max_confirmed) + " (bound: commit after " +
+                                          format_lsn(*watch.bound) + ")");
     }
-    figure(what + "_max_confirmed",
-           format_lsn(max_confirmed) + " (bound: commit after " + format_lsn(*bound) + ")");
-    EXPECT_LE(max_confirmed, *bound)
-        << what << ": slot " << slot_ << " confirmed " << format_lsn(max_confirmed)
-        << " while the mock cluster stored nothing, past a transaction committed after the fault "
-           "began (commit after "
-        << format_lsn(*bound) << ")";
-    return max_confirmed <= *bound;
+    expect_slot_held(watch, "while the mock cluster stored nothing (" + what + ")");
   }
 
   // After the fault: everything committed arrives, in per-aggregate order, and is confirmed.
@@ -136,7 +101,7 @@ class MockCluster : public FaultTest {
     return total;
   }
 
-  rd_kafka_t* rk_ = nullptr;
+  std::optional<outbox_test::MockKafka> mock_;
   rd_kafka_mock_cluster_t* mcluster_ = nullptr;
   std::string dlq_topic_;
 };
@@ -216,7 +181,6 @@ TEST_F(MockCluster, HighRtt) {
 // slot confirms nothing committed after the hold began, and once the answer comes every event is
 // visible exactly once to a read_committed consumer.
 TEST_F(MockCluster, HeldCommitKeepsTheReplicationConnection) {
-  constexpr std::int16_t kEndTxnApiKey = 26;
   constexpr auto kHold = 20s;
   ScopeGuard reset_timeout([&] {
     if (reconnect_pg(30s)) set_wal_sender_timeout("");
@@ -256,34 +220,16 @@ TEST_F(MockCluster, HeldCommitKeepsTheReplicationConnection) {
       << "no Kafka commit reached the coordinator within 30 s";
   const auto hold_start = Clock::now();
   const std::size_t commits_at_hold = load.commits().size();
-  std::optional<Lsn> bound;
-  Lsn max_confirmed = 0;
-  std::set<std::string> pids;
-  const bool relay_died = wait_until(
-      [&] {
-        if (!bound) {
-          const auto commits = load.commits();
-          if (commits.size() > commits_at_hold + 1)
-            bound = commits[commits_at_hold + 1].before_commit;
-        }
-        if (auto confirmed = pg_->slot_confirmed_flush(slot_))
-          max_confirmed = std::max(max_confirmed, *confirmed);
-        pids.insert(walsender_pid().value_or("none"));
-        return !relay.is_running();
-      },
-      kHold - 1s, 100ms);
+  const SlotWatch watch = watch_slot(
+      load, commits_at_hold, [&] { return !relay.is_running(); }, kHold - 1s, 100ms);
   figure("hold_watched_ms", ms_since(hold_start));
-  ASSERT_FALSE(relay_died) << "the relay exited while its commit was held with "
-                           << relay.wait_exit(0ms).value_or(-1);
-  ASSERT_TRUE(bound.has_value()) << "no transaction committed while the commit was held";
-  EXPECT_EQ(pids, std::set<std::string>{*first_pid})
+  ASSERT_FALSE(watch.ended) << "the relay exited while its commit was held with "
+                            << relay.wait_exit(0ms).value_or(-1);
+  ASSERT_NO_FATAL_FAILURE(expect_slot_held(watch, "while the commit was held"));
+  EXPECT_EQ(watch.walsender_pids, std::set<std::string>{*first_pid})
       << "the replication connection was dropped and made again while a Kafka commit was held "
          "(walsender pids seen: "
-      << pids.size() << ")";
-  EXPECT_LE(max_confirmed, *bound) << "slot " << slot_ << " confirmed " << format_lsn(max_confirmed)
-                                   << " while the commit was held, past a transaction committed "
-                                      "after it began (commit after "
-                                   << format_lsn(*bound) << ")";
+      << watch.walsender_pids.size() << ")";
 
   load.join();
   DeliveryCheck check;

@@ -31,10 +31,6 @@
 namespace outbox_test::fault {
 namespace {
 
-std::int64_t ms_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-}
-
 std::string mib(std::int64_t bytes) {
   std::ostringstream out;
   out.precision(1);
@@ -544,15 +540,11 @@ class BrokerOutage : public FaultTest, public ::testing::WithParamInterface<Outa
 
 TEST_P(BrokerOutage, SlotHoldsAndEverythingArrives) {
   constexpr auto kOutage = 30s;
-  ASSERT_GT(kafka_pid(), 0) << "Kafka is not running (OUTBOX_KAFKA_PID_FILE)";
   const std::string services_log = log_path("services");
-  // Whatever happens below, the broker runs again for the other tests.
-  ScopeGuard broker_back([&] {
-    if (kafka_pid() <= 0 || !kafka_up(services_log)) kafka_up(services_log);
-  });
-  create_outbox_table();
-  RelayProcess& relay = start_relay();
-  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  BrokerBack broker_back(services_log);  // whatever happens below, for the other tests
+  RelayProcess* started = nullptr;
+  ASSERT_NO_FATAL_FAILURE(start_relay_beside_broker({}, started));
+  RelayProcess& relay = *started;
 
   // Warm: the first transaction of the load is in Kafka and confirmed before the outage.
   KafkaReader reader(brokers_, {topic_});
@@ -660,18 +652,7 @@ TEST_P(PgRestart, RelayReconnectsNothingLost) {
   ASSERT_TRUE(load.wait_committed(std::int64_t{transactions} * 10 / 3, 60s));
   ASSERT_TRUE(reader.read_until([](const auto& r) { return r.size() >= 100; }, 60s));
 
-  const auto restart_at = Clock::now();
-  ASSERT_TRUE(pg_restart(mode, services_log))
-      << "pg_ctl -m " << mode << " restart failed; see " << services_log;
-  figure("pg_restart_ms", ms_since(restart_at));
-  ASSERT_TRUE(reconnect_pg());
-  // The relay finds the server again by itself and holds the slot.
-  const bool back =
-      wait_until([&] { return !relay.is_running() || pg_->slot_active(slot_); }, 60s, 50ms);
-  ASSERT_TRUE(relay.is_running()) << "relay exited with " << relay.wait_exit(0ms).value_or(-1)
-                                  << " after a PostgreSQL restart";
-  ASSERT_TRUE(back) << "relay did not stream again within 60 s of the restart";
-  figure("ms_from_restart_to_streaming", ms_since(restart_at));
+  ASSERT_NO_FATAL_FAILURE(restart_pg_under(relay, mode, services_log));
 
   load.join();
   figure("workload_transactions_cut_by_restart", load.failed_transactions());
@@ -1268,14 +1249,11 @@ TEST_F(ExactlyOnce, PgCrashes) {
 
 // The broker killed and restarted in the middle of Kafka transactions.
 TEST_F(ExactlyOnce, BrokerRestart) {
-  ASSERT_GT(kafka_pid(), 0) << "Kafka is not running (OUTBOX_KAFKA_PID_FILE)";
   const std::string services_log = log_path("services");
-  ScopeGuard broker_back([&] {
-    if (kafka_pid() <= 0 || !kafka_up(services_log)) kafka_up(services_log);
-  });
-  create_outbox_table();
-  RelayProcess& relay = start_eos_relay();
-  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  BrokerBack broker_back(services_log);
+  RelayProcess* started = nullptr;
+  ASSERT_NO_FATAL_FAILURE(start_relay_beside_broker({"--delivery", "exactly-once"}, started));
+  RelayProcess& relay = *started;
   KafkaReader reader(brokers_, {topic_});
   const int transactions = scaled(300, 60);
   Workload& load = start_workload(plan_uniform(transactions, 10), 20s, 50);

@@ -96,6 +96,17 @@ class Promises : public E2eTest {
     DistinctIds one(1);
     EXPECT_TRUE(reader.read_until(std::ref(one), 60s)) << "the event did not reach Kafka";
   }
+
+  // The outbox table and a relay with its metrics listener on a free port (`port`), streaming
+  // and answering /healthz. Use with ASSERT_NO_FATAL_FAILURE.
+  void start_relay_with_endpoint(std::uint16_t& port, RelayProcess*& relay) {
+    create_outbox_table();
+    port = free_port();
+    metrics_addr_ = "127.0.0.1:" + std::to_string(port);
+    relay = &start_relay();
+    ASSERT_NO_FATAL_FAILURE(wait_until_streaming(*relay));
+    ASSERT_TRUE(wait_until([&] { return http_get(port, "/healthz").status == 200; }, 30s));
+  }
 };
 
 // The default address taken (a standby beside the active relay on one host): one
@@ -149,12 +160,10 @@ TEST_F(Promises, ExplicitMetricsAddressTakenExits1) {
 // A client that connects and sends nothing is dropped after 5 s; meanwhile the endpoint answers
 // others (it runs on the relay's event loop and must not wait on one client).
 TEST_F(Promises, SilentHttpClientDroppedAfter5s) {
-  create_outbox_table();
-  const std::uint16_t port = free_port();
-  metrics_addr_ = "127.0.0.1:" + std::to_string(port);
-  RelayProcess& relay = start_relay();
-  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
-  ASSERT_TRUE(wait_until([&] { return http_get(port, "/healthz").status == 200; }, 30s));
+  std::uint16_t port = 0;
+  RelayProcess* started = nullptr;
+  ASSERT_NO_FATAL_FAILURE(start_relay_with_endpoint(port, started));
+  RelayProcess& relay = *started;
 
   const int fd = connect_silently(port);
   ASSERT_GE(fd, 0) << "cannot connect to " << metrics_addr_ << ": " << std::strerror(errno);
@@ -209,12 +218,10 @@ long open_fds(pid_t pid) {
 // request, so /healthz (and /readyz) answer at once, and the relay holds no more descriptors for
 // the idle sockets than the cap.
 TEST_F(Promises, IdleSocketsCannotStarveTheProbe) {
-  create_outbox_table();
-  const std::uint16_t port = free_port();
-  metrics_addr_ = "127.0.0.1:" + std::to_string(port);
-  RelayProcess& relay = start_relay();
-  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
-  ASSERT_TRUE(wait_until([&] { return http_get(port, "/healthz").status == 200; }, 30s));
+  std::uint16_t port = 0;
+  RelayProcess* started = nullptr;
+  ASSERT_NO_FATAL_FAILURE(start_relay_with_endpoint(port, started));
+  RelayProcess& relay = *started;
   const long fds_before = open_fds(relay.pid());
   ASSERT_GT(fds_before, 0);
 

@@ -40,10 +40,6 @@ std::vector<Record> as_records(const std::vector<Stored>& stored) {
   return out;
 }
 
-std::int64_t ms_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-}
-
 pid_t nats_pid() {
   const std::string path = outbox_test::nats::env("OUTBOX_NATS_PID_FILE");
   const std::string text = read_file(path);
@@ -262,17 +258,7 @@ TEST_P(NatsPgRestart, RelayReconnectsEveryEventStoredOnce) {
   ASSERT_TRUE(load.wait_committed(std::int64_t{transactions} * 10 / 3, 60s));
   ASSERT_TRUE(wait_until([&] { return stored().size() >= 100; }, 60s, 100ms))
       << "nothing stored before the restart";
-  const auto restart_at = Clock::now();
-  ASSERT_TRUE(pg_restart(mode, services_log))
-      << "pg_ctl -m " << mode << " restart failed; see " << services_log;
-  figure("pg_restart_ms", ms_since(restart_at));
-  ASSERT_TRUE(reconnect_pg());
-  const bool back =
-      wait_until([&] { return !relay.is_running() || pg_->slot_active(slot_); }, 60s, 50ms);
-  ASSERT_TRUE(relay.is_running()) << "relay exited with " << relay.wait_exit(0ms).value_or(-1)
-                                  << " after a PostgreSQL restart";
-  ASSERT_TRUE(back) << "relay did not stream again within 60 s of the restart";
-  figure("ms_from_restart_to_streaming", ms_since(restart_at));
+  ASSERT_NO_FATAL_FAILURE(restart_pg_under(relay, mode, services_log));
   load.join();
   figure("workload_transactions_cut_by_restart", load.failed_transactions());
   expect_every_event_stored_once(120s);

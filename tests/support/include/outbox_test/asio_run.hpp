@@ -1,0 +1,113 @@
+// Driving an io_context from a test: run it until a condition holds or a deadline passes, run a
+// coroutine on it to its end the same way, and a ticking timer that shows the io thread is free.
+// Header-only (Boost.Asio). Everything runs on the test's thread.
+#pragma once
+
+// clang-format off
+// Boost 1.74's Asio headers use std::exchange without including <utility>: it must come first.
+#include <utility>
+// clang-format on
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <variant>
+
+namespace outbox_test {
+
+using namespace std::chrono_literals;
+
+// Runs `io` until `done` holds or `deadline` passed; returns whether `done` holds.
+inline bool run_until(boost::asio::io_context& io, const std::function<bool()>& done,
+                      std::chrono::milliseconds deadline = 10s) {
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  while (!done() && std::chrono::steady_clock::now() < until) {
+    io.restart();
+    io.run_one_for(10ms);
+  }
+  return done();
+}
+
+// Runs `io` for `d`, to show that nothing happens meanwhile.
+inline void run_for(boost::asio::io_context& io, std::chrono::milliseconds d) {
+  io.restart();
+  io.run_for(d);
+}
+
+// A coroutine spawned on the io_context: whether it ended, how, and its value.
+template <typename T>
+struct Spawned {
+  bool done = false;
+  std::exception_ptr error;
+  std::optional<T> value;
+};
+
+template <typename T>
+std::shared_ptr<Spawned<T>> spawn(boost::asio::io_context& io, boost::asio::awaitable<T> task) {
+  auto s = std::make_shared<Spawned<T>>();
+  boost::asio::co_spawn(io, std::move(task), [s](std::exception_ptr e, T v) {
+    s->error = e;
+    if (!e) s->value = std::move(v);
+    s->done = true;
+  });
+  return s;
+}
+
+inline std::shared_ptr<Spawned<std::monostate>> spawn(boost::asio::io_context& io,
+                                                      boost::asio::awaitable<void> task) {
+  auto s = std::make_shared<Spawned<std::monostate>>();
+  boost::asio::co_spawn(io, std::move(task), [s](std::exception_ptr e) {
+    s->error = e;
+    if (!e) s->value.emplace();
+    s->done = true;
+  });
+  return s;
+}
+
+// Runs `task` to its end (its exception rethrown); nullopt when it had not ended by `deadline`.
+template <typename T>
+auto run(boost::asio::io_context& io, boost::asio::awaitable<T> task,
+         std::chrono::milliseconds deadline = 10s) {
+  auto s = spawn(io, std::move(task));
+  run_until(
+      io, [&] { return s->done; }, deadline);
+  if (s->error) std::rethrow_exception(s->error);
+  return s->value;
+}
+
+// A timer on the io_context that ticks every `period` while it lives, calling `on_tick`: it
+// fires only while nothing blocks the io thread.
+class Ticker {
+ public:
+  Ticker(boost::asio::io_context& io, std::chrono::milliseconds period,
+         std::function<void()> on_tick = {})
+      : timer_(io), period_(period), on_tick_(std::move(on_tick)) {
+    arm();
+  }
+  ~Ticker() { timer_.cancel(); }
+  Ticker(const Ticker&) = delete;
+  Ticker& operator=(const Ticker&) = delete;
+  int ticks() const { return ticks_; }
+
+ private:
+  void arm() {
+    timer_.expires_after(period_);
+    timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;  // cancelled: this may be gone
+      ++ticks_;
+      if (on_tick_) on_tick_();
+      arm();
+    });
+  }
+  boost::asio::steady_timer timer_;
+  std::chrono::milliseconds period_;
+  std::function<void()> on_tick_;
+  int ticks_ = 0;
+};
+
+}  // namespace outbox_test
