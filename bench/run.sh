@@ -23,7 +23,7 @@
 #              OUTBOX_BENCH_DEBEZIUM=1 (Debezium in a --quick run too).
 # Ports: PostgreSQL and Kafka are the ones scripts/pg-up.sh and scripts/kafka-up.sh start (or
 #        find running) for this checkout, OUTBOX_PG_PORT, OUTBOX_KAFKA_PORT and
-#        OUTBOX_KAFKA_CONTROLLER_PORT (defaults 55432, 59092, 59093 in scripts/lib.sh); the
+#        OUTBOX_KAFKA_CONTROLLER_PORT (defaults 25432, 29092, 29093 in scripts/lib.sh); the
 #        relay's /metrics and Kafka Connect's REST API get a free port per run, or
 #        OUTBOX_BENCH_METRICS_PORT and OUTBOX_BENCH_CONNECT_PORT when set.
 #

@@ -3,9 +3,9 @@
 # jars listed in scripts/kafka/pom.xml and prints its bootstrap address on stdout.
 # Already running: just prints the bootstrap address.
 #   state:   $REPO/.local/kafka/{libs,data,server.properties,server.log,kafka.pid,cluster.id}
-#   ports:   ${OUTBOX_KAFKA_PORT:-59092} (PLAINTEXT), ${OUTBOX_KAFKA_CONTROLLER_PORT:-59093},
-#            ${OUTBOX_KAFKA_SASL_PORT:-59094} (SASL_SSL: SCRAM-SHA-512 and PLAIN over TLS),
-#            ${OUTBOX_KAFKA_MTLS_PORT:-59095} (SSL with a required client certificate)
+#   ports:   ${OUTBOX_KAFKA_PORT:-29092} (PLAINTEXT), ${OUTBOX_KAFKA_CONTROLLER_PORT:-29093},
+#            ${OUTBOX_KAFKA_SASL_PORT:-29094} (SASL_SSL: SCRAM-SHA-512 and PLAIN over TLS),
+#            ${OUTBOX_KAFKA_MTLS_PORT:-29095} (SSL with a required client certificate)
 #   TLS:     $REPO/.local/kafka/tls: a self-signed CA, the broker's certificate (127.0.0.1,
 #            localhost) and a client certificate for the relay's principal, made once by openssl
 #   ACLs:    StandardAuthorizer. Super users: User:ANONYMOUS (the PLAINTEXT and CONTROLLER

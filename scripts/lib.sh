@@ -94,7 +94,7 @@ case "$PG_VERSION" in
     exit 1
     ;;
 esac
-PG_PORT="${OUTBOX_PG_PORT:-55432}"
+PG_PORT="${OUTBOX_PG_PORT:-25432}"
 PG_HOST=127.0.0.1
 PG_DB=outbox
 PG_USER=postgres
@@ -126,12 +126,12 @@ as_pg() {
 # ---- Kafka ------------------------------------------------------------------------------
 KAFKA_DIR="$LOCAL_DIR/kafka"
 KAFKA_LIBS="$KAFKA_DIR/libs"
-KAFKA_PORT="${OUTBOX_KAFKA_PORT:-59092}"
-KAFKA_CONTROLLER_PORT="${OUTBOX_KAFKA_CONTROLLER_PORT:-59093}"
+KAFKA_PORT="${OUTBOX_KAFKA_PORT:-29092}"
+KAFKA_CONTROLLER_PORT="${OUTBOX_KAFKA_CONTROLLER_PORT:-29093}"
 # The secured listeners (scripts/kafka-up.sh): SASL_SSL (SCRAM-SHA-512, PLAIN) and SSL with a
 # required client certificate.
-KAFKA_SASL_PORT="${OUTBOX_KAFKA_SASL_PORT:-59094}"
-KAFKA_MTLS_PORT="${OUTBOX_KAFKA_MTLS_PORT:-59095}"
+KAFKA_SASL_PORT="${OUTBOX_KAFKA_SASL_PORT:-29094}"
+KAFKA_MTLS_PORT="${OUTBOX_KAFKA_MTLS_PORT:-29095}"
 KAFKA_HOST=127.0.0.1
 KAFKA_BOOTSTRAP="$KAFKA_HOST:$KAFKA_PORT"
 KAFKA_PID_FILE="$KAFKA_DIR/kafka.pid"
@@ -162,11 +162,27 @@ kafka_tool() {
 
 # ---- NATS (JetStream) -------------------------------------------------------------------
 NATS_DIR="$LOCAL_DIR/nats"
-NATS_PORT="${OUTBOX_NATS_PORT:-54232}"
-NATS_MONITOR_PORT="${OUTBOX_NATS_MONITOR_PORT:-58232}"
+NATS_PORT="${OUTBOX_NATS_PORT:-24232}"
+NATS_MONITOR_PORT="${OUTBOX_NATS_MONITOR_PORT:-28232}"
 NATS_HOST=127.0.0.1
 NATS_URL="nats://$NATS_HOST:$NATS_PORT"
 NATS_PID_FILE="$NATS_DIR/nats-server.pid"
+
+# ---- Ports and the kernel's ephemeral range -----------------------------------------------
+# A server port inside net.ipv4.ip_local_port_range can be taken by a client while the server is
+# down: an outgoing connection gets it as its source port (a client retrying 127.0.0.1:PORT can
+# even connect to itself), and the restart then fails with "Address already in use". The fault
+# tests kill and restart the servers, so the defaults lie below the range (Linux: 32768-60999);
+# a port given by hand inside it is warned about once per script.
+check_port_outside_ephemeral() { # NAME PORT
+  local range lo hi
+  range="$(cat /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)" || return 0
+  read -r lo hi <<<"$range"
+  if [ -n "$lo" ] && [ "$2" -ge "$lo" ] && [ "$2" -le "$hi" ]; then
+    printf '[%s] WARNING: %s=%s lies in the kernel'"'"'s ephemeral port range %s-%s: a client may take it while the server is down, and a restart then fails with "Address already in use"\n' \
+      "$SCRIPT_NAME" "$1" "$2" "$lo" "$hi" >&2
+  fi
+}
 
 # nats_pid: prints the server's pid and returns 0 when the pid file names a live nats-server
 # process (also one stopped with SIGSTOP); returns 1 otherwise.
@@ -179,3 +195,8 @@ nats_pid() {
   tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q 'nats-server' || return 1
   printf '%s\n' "$pid"
 }
+
+for _port in PG_PORT KAFKA_PORT KAFKA_CONTROLLER_PORT KAFKA_SASL_PORT KAFKA_MTLS_PORT NATS_PORT NATS_MONITOR_PORT; do
+  check_port_outside_ephemeral "$_port" "${!_port}"
+done
+unset _port

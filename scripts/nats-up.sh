@@ -2,8 +2,8 @@
 # Starts a single nats-server (Debian's nats-server 2.9) with JetStream enabled and prints its
 # URL on stdout. Already running: just prints the URL.
 #   state:   $REPO/.local/nats/{nats.conf,jetstream/,nats-server.log,nats-server.pid}
-#   ports:   ${OUTBOX_NATS_PORT:-54232} (clients, 127.0.0.1 only, no auth, no TLS),
-#            ${OUTBOX_NATS_MONITOR_PORT:-58232} (HTTP monitoring: /healthz, /jsz, /varz)
+#   ports:   ${OUTBOX_NATS_PORT:-24232} (clients, 127.0.0.1 only, no auth, no TLS),
+#            ${OUTBOX_NATS_MONITOR_PORT:-28232} (HTTP monitoring: /healthz, /jsz, /varz)
 # JetStream keeps its streams in .local/nats/jetstream across restarts (file storage).
 # Writes OUTBOX_NATS (the URL), OUTBOX_NATS_PID_FILE and OUTBOX_NATS_MONITOR to
 # $REPO/.local/env.

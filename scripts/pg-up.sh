@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts a throwaway PostgreSQL cluster under $REPO/.local/pg (created on first use) and
 # prints its conninfo on stdout. Already running: just prints the conninfo.
-#   port: ${OUTBOX_PG_PORT:-55432}, 127.0.0.1 only, trust auth, superuser postgres,
+#   port: ${OUTBOX_PG_PORT:-25432}, 127.0.0.1 only, trust auth, superuser postgres,
 #   wal_level=logical, database `outbox`, TLS accepted with a self-signed certificate (the
 #   printed conninfo says sslmode=disable; append sslmode=require to use TLS).
 # Writes OUTBOX_PG, OUTBOX_PG_DATA and OUTBOX_PG_BIN to $REPO/.local/env.

@@ -12,7 +12,7 @@
 // misconfiguration: the relay warns and ghosts reach Kafka.
 //
 // The pair runs on OUTBOX_PG_FAILOVER_PORT and the next port (default: OUTBOX_PG_PORT, or
-// 55432, plus 2); Kafka is the shared broker of scripts/test.sh.
+// 25432, plus 2); Kafka is the shared broker of scripts/test.sh.
 
 #include <gtest/gtest.h>
 
@@ -45,7 +45,7 @@ using namespace std::chrono_literals;
 int pair_port() {
   if (const char* p = std::getenv("OUTBOX_PG_FAILOVER_PORT"); p && *p) return std::atoi(p);
   const char* base = std::getenv("OUTBOX_PG_PORT");
-  return (base && *base ? std::atoi(base) : 55432) + 2;
+  return (base && *base ? std::atoi(base) : 25432) + 2;
 }
 
 // What a consumer of the promoted database's events checks in Kafka: records of rows the
