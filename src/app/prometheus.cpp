@@ -125,7 +125,9 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
            "Times the producer stopped (Kafka: a batch refused by the broker, or its idempotent "
            "sequence lost; NATS JetStream: the connection lost, or an acknowledgement overdue) "
            "and the relay rewound to the confirmed position with a new producer, sending the "
-           "records a broker had refused one at a time, in order.",
+           "records a broker had refused one at a time, in order; with --delivery exactly-once "
+           "also each aborted Kafka transaction (event=kafka_transaction_aborted), which resumes "
+           "at the last Kafka commit.",
            m.producer_rewinds);
   w.single("outbox_relay_kafka_transactions_committed_total", "counter",
            "Kafka transactions committed (--delivery exactly-once), each carrying whole "
