@@ -212,11 +212,15 @@ if wants pg18; then
   # shellcheck source=/dev/null
   source "$ENV_FILE"
   pg15=("$OUTBOX_PG" "$OUTBOX_PG_DATA" "$OUTBOX_PG_BIN")
+  # The caller's OUTBOX_PG_VERSION and OUTBOX_PG_PORT, restored afterwards (unset only if they were
+  # unset: the bench tier's pg-up.sh must find PostgreSQL 15 on the caller's port).
+  pg15_env=("${OUTBOX_PG_VERSION-}" "${OUTBOX_PG_VERSION+set}" "${OUTBOX_PG_PORT-}" "${OUTBOX_PG_PORT+set}")
   export OUTBOX_PG="$OUTBOX_PG18" OUTBOX_PG_DATA="$OUTBOX_PG18_DATA" OUTBOX_PG_BIN="$OUTBOX_PG18_BIN"
   export OUTBOX_PG_VERSION=18 OUTBOX_PG_PORT="${OUTBOX_PG18_PORT:-$((PG_PORT + 1))}"
   ctest_tier pg18 -L '^(integration|fault)$' -E '^RelayIntegration[.]Tls$'
   export OUTBOX_PG="${pg15[0]}" OUTBOX_PG_DATA="${pg15[1]}" OUTBOX_PG_BIN="${pg15[2]}"
-  unset OUTBOX_PG_VERSION OUTBOX_PG_PORT
+  if [ -n "${pg15_env[1]}" ]; then export OUTBOX_PG_VERSION="${pg15_env[0]}"; else unset OUTBOX_PG_VERSION; fi
+  if [ -n "${pg15_env[3]}" ]; then export OUTBOX_PG_PORT="${pg15_env[2]}"; else unset OUTBOX_PG_PORT; fi
   "${pg18[@]}" "$REPO/scripts/pg-down.sh" || true
 fi
 wants package && ctest_tier package -L '^package$'
