@@ -24,6 +24,10 @@ namespace outbox_test::nats {
 inline constexpr const char* kSeed = "SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY";
 inline constexpr const char* kPublicKey =
     "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4";
+// A valid user seed whose public key is no user of users_config(): a wrong identity (made for
+// these tests: prefix, a SHA-256 as the Ed25519 seed, CRC16).
+inline constexpr const char* kOtherSeed =
+    "SUAFTSSR6VZBUX2TKFHP5WSU3M7TFUZMG2ANEQXODNPP4AIE6LZ6ODZ6EI";
 // The password user of users_config(), allowed everything (streams, reading back).
 inline constexpr const char* kAdmin = "admin:adminpw";
 

@@ -146,6 +146,15 @@ TEST_F(NatsRelaySecurity, WithoutCredentialsRefusedThenDeliveredWithTheSeed) {
   expect_graceful_stop(relay);
 }
 
+// --nats-nkey with a valid seed of no user of the server: refused like no credentials, exit 1,
+// nothing stored, the slot not past the events.
+TEST_F(NatsRelaySecurity, WrongSeedIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(start_with_nkey_user());
+  const std::string wrong = dir_ + "/wrong.nk";
+  outbox_test::nats::write_text(wrong, std::string(outbox_test::nats::kOtherSeed) + "\n");
+  ASSERT_NO_FATAL_FAILURE(expect_refused_with({"--nats-nkey", wrong}));
+}
+
 // --nats tls:// with --nats-tls-ca, --nats-tls-cert and --nats-tls-key against a server that
 // requires a client certificate (verify: true).
 TEST_F(NatsRelaySecurity, MutualTlsStoresEveryEventOnce) {
