@@ -12,97 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "fault_fixture.hpp"
+#include "nats_relay_fixture.hpp"
 #include "outbox/nats/publisher.hpp"
 #include "stream_reader.hpp"
 
 namespace outbox_test::fault {
 namespace {
-
-using outbox_test::nats::Stored;
-using outbox_test::nats::StreamReader;
-
-// The stored messages as the Kafka checks read records: subject as topic, stream sequence as
-// offset, the `key` header as key.
-std::vector<Record> as_records(const std::vector<Stored>& stored) {
-  std::vector<Record> out;
-  out.reserve(stored.size());
-  for (const Stored& s : stored) {
-    Record r;
-    r.topic = s.subject;
-    r.partition = 0;
-    r.offset = static_cast<std::int64_t>(s.seq);
-    if (auto k = s.headers.find("key"); k != s.headers.end()) r.key = k->second;
-    r.value = s.data;
-    r.headers = s.headers;
-    out.push_back(std::move(r));
-  }
-  return out;
-}
-
-pid_t nats_pid() {
-  const std::string path = outbox_test::nats::env("OUTBOX_NATS_PID_FILE");
-  const std::string text = read_file(path);
-  const pid_t pid = text.empty() ? -1 : static_cast<pid_t>(std::stol(text));
-  return pid > 0 && ::kill(pid, 0) == 0 ? pid : -1;
-}
-
-class NatsRelay : public FaultTest {
- protected:
-  NatsRelay() { names_.nats = true; }
-
-  void SetUp() override {
-    FaultTest::SetUp();
-    if (HasFatalFailure()) return;
-    stream_ = "OUTBOX_RELAY_" + suffix_;
-    dlq_subject_ = "outbox.dlq." + suffix_;
-  }
-  void TearDown() override {
-    FaultTest::TearDown();
-    if (!stream_.empty() && nats_pid() > 0) {
-      try {
-        StreamReader().drop(stream_);
-      } catch (const std::exception&) {
-      }
-    }
-  }
-
-  // The stream capturing the test's subject and dead-letter subject, with a duplicate window
-  // longer than the test.
-  void create_stream() {
-    outbox::nats::PublisherConfig c;
-    c.urls = nats_;
-    ASSERT_EQ(outbox::nats::ensure_stream(c, stream_, {topic_, dlq_subject_}, 10min, 10s), "");
-  }
-
-  std::vector<Stored> stored() { return StreamReader().all(stream_); }
-
-  // Every committed event in the stream within `timeout`, the slot confirmed through the load,
-  // no duplicate, nothing missing, no ghost, per-aggregate order.
-  void expect_every_event_stored_once(std::chrono::seconds timeout) {
-    const Lsn lsn_after_load = pg_->current_wal_lsn();
-    const auto rows = committed_seqs();
-    std::vector<Stored> messages;
-    wait_until(
-        [&] {
-          messages = stored();
-          return messages.size() >= rows.size();
-        },
-        timeout, 200ms);
-    EXPECT_TRUE(expect_confirmed_reaches(lsn_after_load, 60s));
-    messages = stored();
-    const DeliveryCheck check = check_deliveries(as_records(messages), rows);
-    EXPECT_EQ(check.problems.count(), 0u) << check.problems.describe();
-    EXPECT_EQ(check.missing, 0u);
-    EXPECT_EQ(check.ghosts, 0u);
-    EXPECT_EQ(check.duplicates, 0u);
-    figure("events", static_cast<std::int64_t>(rows.size()));
-    figure("stored", static_cast<std::int64_t>(messages.size()));
-  }
-
-  std::string stream_;
-  std::string dlq_subject_;
-};
 
 // Records as a consumer reads them: data = the payload as PostgreSQL prints it, headers id, type
 // and key, Nats-Msg-Id = id, the subject rendered per aggregate type, per-aggregate order; the

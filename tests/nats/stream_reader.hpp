@@ -43,8 +43,29 @@ struct Stored {
 // Reads a stream with libnats (a separate connection, blocking).
 class StreamReader {
  public:
-  StreamReader() {
-    natsStatus s = natsConnection_ConnectTo(&nc_, nats_url().c_str());
+  // To a server of the test's own: its URL (user:password@ in it, if any) and TLS files.
+  struct Access {
+    std::string url;
+    std::string tls_ca_file;
+    std::string tls_cert_file;
+    std::string tls_key_file;
+  };
+  // To scripts/nats-up.sh's server (OUTBOX_NATS).
+  StreamReader() : StreamReader(Access{nats_url(), {}, {}, {}}) {}
+  explicit StreamReader(const Access& access) {
+    natsOptions* opts = nullptr;
+    natsStatus s = natsOptions_Create(&opts);
+    if (s == NATS_OK) s = natsOptions_SetURL(opts, access.url.c_str());
+    if (s == NATS_OK && !access.tls_ca_file.empty()) {
+      s = natsOptions_SetSecure(opts, true);
+      if (s == NATS_OK) s = natsOptions_LoadCATrustedCertificates(opts, access.tls_ca_file.c_str());
+    }
+    if (s == NATS_OK && !access.tls_cert_file.empty()) {
+      s = natsOptions_LoadCertificatesChain(opts, access.tls_cert_file.c_str(),
+                                            access.tls_key_file.c_str());
+    }
+    if (s == NATS_OK) s = natsConnection_Connect(&nc_, opts);
+    natsOptions_Destroy(opts);
     if (s != NATS_OK) throw std::runtime_error("connect: " + std::string(natsStatus_GetText(s)));
     s = natsConnection_JetStream(&js_, nc_, nullptr);
     if (s != NATS_OK) throw std::runtime_error("jetstream: " + std::string(natsStatus_GetText(s)));
