@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "outbox_test/asio_run.hpp"
 #include "stream_reader.hpp"
 
 namespace {
@@ -81,12 +82,7 @@ class NatsPublisherTest : public ::testing::Test {
 
   // Runs the io_context until `done` holds or `timeout` passes; returns `done()`.
   bool run_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (!done() && Clock::now() < deadline) {
-      io_.restart();
-      io_.run_for(10ms);
-    }
-    return done();
+    return outbox_test::run_until(io_, done, timeout);
   }
 
   std::string subject(const std::string& leaf) const { return subject_prefix_ + "." + leaf; }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "outbox/nats/publisher.hpp"
+#include "outbox_test/asio_run.hpp"
 #include "own_server.hpp"
 
 namespace {
@@ -65,12 +66,7 @@ class NatsSecurityTest : public ::testing::Test {
   }
 
   bool run_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (!done() && Clock::now() < deadline) {
-      io_.restart();
-      io_.run_for(10ms);
-    }
-    return done();
+    return outbox_test::run_until(io_, done, timeout);
   }
 
   // Publishes one record to `subject` once connected; returns the produce status.

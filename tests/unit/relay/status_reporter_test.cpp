@@ -9,6 +9,8 @@
 #include <functional>
 #include <vector>
 
+#include "outbox_test/asio_run.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -19,18 +21,10 @@ class StatusReporterTest : public ::testing::Test {
  protected:
   // Runs the io_context until `done` or the deadline; returns whether `done` became true.
   bool run_until(const std::function<bool()>& done, std::chrono::milliseconds deadline = 5s) {
-    const auto until = std::chrono::steady_clock::now() + deadline;
-    while (!done() && std::chrono::steady_clock::now() < until) {
-      io.restart();
-      io.run_one_for(10ms);
-    }
-    return done();
+    return outbox_test::run_until(io, done, deadline);
   }
   // Runs the io_context for `d` (to show that nothing happens meanwhile).
-  void run_for(std::chrono::milliseconds d) {
-    io.restart();
-    io.run_for(d);
-  }
+  void run_for(std::chrono::milliseconds d) { outbox_test::run_for(io, d); }
 
   StatusReporter make(std::chrono::milliseconds interval, std::chrono::milliseconds delay) {
     return StatusReporter(
