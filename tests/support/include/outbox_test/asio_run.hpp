@@ -86,28 +86,41 @@ class Ticker {
  public:
   Ticker(boost::asio::io_context& io, std::chrono::milliseconds period,
          std::function<void()> on_tick = {})
-      : timer_(io), period_(period), on_tick_(std::move(on_tick)) {
-    arm();
+      : state_(std::make_shared<State>(io, period, std::move(on_tick))) {
+    arm(state_);
   }
-  ~Ticker() { timer_.cancel(); }
+  // A tick whose timer had already expired is not cancelled by cancel(): its handler may still
+  // be waiting in the io_context's queue, and runs later (in the next run, maybe after this
+  // Ticker is gone) with no error. The state it touches is shared with the handler, and
+  // `stopped` keeps it from ticking again.
+  ~Ticker() {
+    state_->stopped = true;
+    state_->timer.cancel();
+  }
   Ticker(const Ticker&) = delete;
   Ticker& operator=(const Ticker&) = delete;
-  int ticks() const { return ticks_; }
+  int ticks() const { return state_->ticks; }
 
  private:
-  void arm() {
-    timer_.expires_after(period_);
-    timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec) return;  // cancelled: this may be gone
-      ++ticks_;
-      if (on_tick_) on_tick_();
-      arm();
+  struct State {
+    State(boost::asio::io_context& io, std::chrono::milliseconds p, std::function<void()> f)
+        : timer(io), period(p), on_tick(std::move(f)) {}
+    boost::asio::steady_timer timer;
+    std::chrono::milliseconds period;
+    std::function<void()> on_tick;
+    int ticks = 0;
+    bool stopped = false;
+  };
+  static void arm(const std::shared_ptr<State>& state) {
+    state->timer.expires_after(state->period);
+    state->timer.async_wait([state](const boost::system::error_code& ec) {
+      if (ec || state->stopped) return;
+      ++state->ticks;
+      if (state->on_tick) state->on_tick();
+      arm(state);
     });
   }
-  boost::asio::steady_timer timer_;
-  std::chrono::milliseconds period_;
-  std::function<void()> on_tick_;
-  int ticks_ = 0;
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace outbox_test
