@@ -122,7 +122,7 @@ RELAY="${OUTBOX_RELAY_BIN:-$BUILD/outbox-relay}"
 TOOL="$BUILD/bench/bench_tool"
 [ -x "$RELAY" ] || die "no relay binary at $RELAY"
 
-DBZ_LIBS="$LOCAL_DIR/debezium/libs"
+DBZ_LIBS="$SHARED_DIR/debezium/libs"
 if [ "$DEBEZIUM" = 1 ] && [ ! -f "$DBZ_LIBS/.complete" ]; then
   log "fetching Kafka Connect and Debezium from Maven Central (bench/debezium/pom.xml)"
   rm -rf "$DBZ_LIBS" "$DBZ_LIBS.tmp"

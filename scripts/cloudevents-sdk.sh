@@ -7,8 +7,13 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+# One at a time: the PostgreSQL 15 and 18 lanes of scripts/test.sh run this fixture at once.
+mkdir -p "$SHARED_DIR"
+exec 8>"$SHARED_DIR/.cloudevents-venv.lock"
+flock 8
+
 VERSION=2.2.0
-VENV="$LOCAL_DIR/cloudevents-venv"
+VENV="$SHARED_DIR/cloudevents-venv"
 PYTHON="$VENV/bin/python"
 
 have() {
@@ -20,7 +25,6 @@ if [ -x "$PYTHON" ] && have; then
   echo "$PYTHON"
   exit 0
 fi
-mkdir -p "$LOCAL_DIR"
 rm -rf "$VENV"
 log "creating $VENV with cloudevents==$VERSION"
 /usr/bin/python3 -m venv "$VENV" || die "python3 -m venv failed (is python3-venv installed?)"

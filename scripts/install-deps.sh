@@ -7,7 +7,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 packages=(
-  build-essential g++ cmake ninja-build pkg-config
+  build-essential g++ cmake ninja-build pkg-config ccache
   postgresql-15 postgresql-client-15 libpq-dev openssl
   libboost-dev librdkafka-dev libsimdjson-dev libspdlog-dev libfmt-dev
   protobuf-compiler libprotobuf-dev

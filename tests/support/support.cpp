@@ -11,6 +11,7 @@
 namespace outbox_test {
 
 std::string require_env(const char* name) {
+  load_lane_env();
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') {
     throw std::runtime_error(std::string("environment variable ") + name +

@@ -121,7 +121,10 @@ class E2eTest : public ::testing::Test {
   std::vector<std::string> aggregatetypes_;
   std::vector<std::string> topics_;
   std::string status_interval_ = "1s";  // --status-interval of relay_args()
-  std::string metrics_addr_;            // --metrics-addr of relay_args() unless empty
+  // --metrics-addr of relay_args(); empty: no flag, the relay's default 127.0.0.1:9187. Port 0
+  // by default (the kernel's choice): relays of tests running at once in other lanes
+  // (docs/testing.md) never meet on the default port.
+  std::string metrics_addr_ = "127.0.0.1:0";
   std::string seq_sql_ = "(payload->>'seq')::bigint";  // OutboxRow::seq in committed_rows()
   std::vector<std::string> extra_tables_;              // also dropped in TearDown (CASCADE)
   std::vector<std::string> extra_publications_;        // also dropped in TearDown

@@ -13,6 +13,9 @@ using Clock = std::chrono::steady_clock;
 // Value of an environment variable the test scripts must set. Throws std::runtime_error naming
 // the variable when it is missing or empty: CI must fail loudly, never skip.
 std::string require_env(const char* name);
+// Puts the variables of the lane ctest gave this test (tests/support/lane.cpp) into the
+// environment, once; runs before main() in every test that links this library. True in a lane.
+bool load_lane_env();
 
 // What scripts/test.sh provides to every end-to-end test: OUTBOX_PG, OUTBOX_BROKERS and an
 // OUTBOX_RELAY_BIN that is a file. Throws std::runtime_error naming what is missing.
