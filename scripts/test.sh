@@ -317,8 +317,9 @@ if [ -z "${OUTBOX_SKIP_DEPS:-}" ]; then
   timed install-deps "$REPO/scripts/install-deps.sh" || die "install-deps.sh failed"
 fi
 
-# The lanes' servers start while the build runs (at a lower priority: the build is the path
-# everything waits on), each lane's at once.
+# The lanes' servers start while the build runs, each lane's at once. (Not at a lower priority:
+# a server keeps its niceness for its life, and the lanes' brokers must not yield to the
+# sanitizer build while tests wait on them.)
 lanes_pid=""
 if [ ${#LANE_SPECS[@]} -gt 0 ]; then
   start_lanes() {
@@ -332,10 +333,7 @@ if [ ${#LANE_SPECS[@]} -gt 0 ]; then
     return "$rc"
   }
   STARTED_LANES=("${LANE_SPECS[@]}")
-  (
-    renice -n 10 -p "$BASHPID" >/dev/null
-    timed "services (${#LANE_SPECS[@]} lanes, beside the build)" start_lanes
-  ) &
+  (timed "services (${#LANE_SPECS[@]} lanes, beside the build)" start_lanes) &
   lanes_pid=$!
 fi
 
