@@ -159,10 +159,8 @@ lane_up() {
       export OUTBOX_PG="$OUTBOX_PG18" OUTBOX_PG_DATA="$OUTBOX_PG18_DATA" OUTBOX_PG_BIN="$OUTBOX_PG18_BIN"
     fi
     export OUTBOX_RELAY_BIN="$BUILD/outbox-relay"
-    {
-      echo "# lane $name: PostgreSQL $version on $OUTBOX_PG_PORT ($services)"
-      env | grep -E '^OUTBOX_' | grep -v -E '^OUTBOX_(LANES_DIR|TIERS|CTEST_ARGS)=' | sort
-    } >"$LANES_DIR/$name.env.tmp"
+    env | grep -E '^OUTBOX_' | grep -v -E '^OUTBOX_(LANES_DIR|TIERS|CTEST_ARGS)=' | sort \
+      >"$LANES_DIR/$name.env.tmp"
     mv "$LANES_DIR/$name.env.tmp" "$LANES_DIR/$name.env"
   )
 }

@@ -391,7 +391,8 @@ SlotWatch FaultTest::watch_slot(const Workload& load, std::size_t commits_at_sta
         if (auto confirmed = pg_->slot_confirmed_flush(slot_)) {
           watch.max_confirmed = std::max(watch.max_confirmed, *confirmed);
         }
-        watch.walsender_pids.insert(walsender_pid().value_or("none"));
+        watch.last_walsender = walsender_pid();
+        if (watch.last_walsender) watch.walsender_pids.insert(*watch.last_walsender);
         ++watch.samples;
         return until();
       },

@@ -182,7 +182,11 @@ struct SlotWatch {
   // been on its way). Unset when fewer committed.
   std::optional<Lsn> bound;
   Lsn max_confirmed = 0;                 // the highest confirmed_flush_lsn seen
-  std::set<std::string> walsender_pids;  // the slot's walsender at each look ("none": none)
+  // The slot's walsender at each look that found one. A look may find none while the same
+  // walsender goes on (PostgreSQL 18 showed the slot inactive between two looks of one
+  // connection, whose pid was the same before and after): a new connection is a new pid.
+  std::set<std::string> walsender_pids;
+  std::optional<std::string> last_walsender;  // at the last look (nullopt: none)
   std::size_t samples = 0;
   bool ended = false;  // `until` held (else the watch timed out)
 };

@@ -93,6 +93,8 @@ TEST_P(BrokerFreeze, RelayKeepsItsReplicationConnection) {
       << "the replication connection was dropped and made again during the freeze (walsender "
          "pids seen: "
       << watch.walsender_pids.size() << ")";
+  EXPECT_EQ(watch.last_walsender, first_pid)
+      << "the slot's walsender at the end of the fault is not the one from before it";
 
   // After the thaw: everything arrives, confirmed, on the same connection.
   load->join();

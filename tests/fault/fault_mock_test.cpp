@@ -230,6 +230,8 @@ TEST_F(MockCluster, HeldCommitKeepsTheReplicationConnection) {
       << "the replication connection was dropped and made again while a Kafka commit was held "
          "(walsender pids seen: "
       << watch.walsender_pids.size() << ")";
+  EXPECT_EQ(watch.last_walsender, first_pid)
+      << "the slot's walsender at the end of the fault is not the one from before it";
 
   load.join();
   DeliveryCheck check;

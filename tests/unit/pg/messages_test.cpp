@@ -34,7 +34,7 @@ TEST(Messages, MessagesOnlyPublicationHasNoTables) {
 }
 
 TEST(Messages, EmitFunctionIsTheShippedSqlFile) {
-  std::ifstream in(OUTBOX_SOURCE_DIR "/sql/outbox_emit.sql");
+  std::ifstream in(std::string(OUTBOX_SOURCE_DIR) + "/sql/outbox_emit.sql");
   ASSERT_TRUE(in) << "sql/outbox_emit.sql";
   std::stringstream text;
   text << in.rdbuf();
