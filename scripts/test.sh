@@ -110,7 +110,7 @@ timed() {
   log "==== $name"
   "$@" || rc=$?
   local ms=$(($(now_ms) - t0))
-  printf '%-28s %6d.%01d s%s\n' "$name" $((ms / 1000)) $((ms % 1000 / 100)) \
+  printf '%-38s %6d.%01d s%s\n' "$name" $((ms / 1000)) $((ms % 1000 / 100)) \
     "$([ "$rc" -eq 0 ] || echo "  (failed, status $rc)")" >>"$TIMINGS_FILE"
   log "==== $name: $((ms / 1000)).$((ms % 1000 / 100)) s"
   return "$rc"
@@ -238,8 +238,15 @@ cleanup() {
         "$RUN_DIR"/ctest-*/Testing/Temporary/CTestCostData.txt | LC_ALL=C sort
     } >"$RUN_DIR/ctest-costs.txt"
   fi
+  # Each lane's busy time: the seconds its test processes ran (tests/support/lane.cpp).
+  local times
+  for times in "$LANES_DIR"/*.times; do
+    [ -f "$times" ] || continue
+    awk -v lane="$(basename "$times" .times)" '{ s += $1; n++ }
+      END { printf "lane %-33s %6.1f s busy, %d tests\n", lane, s, n }' "$times" >>"$TIMINGS_FILE"
+  done
   local ms=$(($(now_ms) - RUN_T0))
-  printf '%-28s %6d.%01d s\n' "whole run" $((ms / 1000)) $((ms % 1000 / 100)) >>"$TIMINGS_FILE"
+  printf '%-38s %6d.%01d s\n' "whole run" $((ms / 1000)) $((ms % 1000 / 100)) >>"$TIMINGS_FILE"
   log "timings (phases, then each stream's tiers):"
   local f
   for f in "$TIMINGS_DIR"/main "$TIMINGS_DIR"/stream-*; do

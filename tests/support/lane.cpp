@@ -9,6 +9,10 @@
 // resource spec) nothing changes.
 #include "outbox_test/support.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -40,6 +44,21 @@ std::string lane_id() {
   return text.substr(start + 3, end == std::string::npos ? std::string::npos : end - start - 3);
 }
 
+// At exit, one line with this test process's seconds is appended to <id>.times beside the
+// lane's variables: test.sh sums each lane's busy time from them.
+std::string times_path;
+std::chrono::steady_clock::time_point started;
+
+void record_time() {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const std::string line = std::to_string(seconds) + "\n";
+  const int fd = ::open(times_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  [[maybe_unused]] const ssize_t n = ::write(fd, line.data(), line.size());  // one append
+  ::close(fd);
+}
+
 bool load() {
   const std::string id = lane_id();
   if (id.empty()) return false;
@@ -57,6 +76,9 @@ bool load() {
     ++count;
   }
   if (count == 0) lane_error(path + " is empty");
+  times_path = std::string(dir) + "/" + id + ".times";
+  started = std::chrono::steady_clock::now();
+  std::atexit(record_time);
   return true;
 }
 
