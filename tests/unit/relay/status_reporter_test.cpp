@@ -20,7 +20,7 @@ using outbox::relay::StatusReporter;
 class StatusReporterTest : public ::testing::Test {
  protected:
   // Runs the io_context until `done` or the deadline; returns whether `done` became true.
-  bool run_until(const std::function<bool()>& done, std::chrono::milliseconds deadline = 5s) {
+  bool run_until(const std::function<bool()>& done, std::chrono::milliseconds deadline = 30s) {
     return outbox_test::run_until(io, done, deadline);
   }
   // Runs the io_context for `d` (to show that nothing happens meanwhile).

@@ -112,7 +112,8 @@ class TransactionsTest : public ::testing::Test,
   }
 
   // Runs the io_context until Kafka acknowledged everything up to `lsn`.
-  bool acknowledged_through(Lsn lsn, std::chrono::milliseconds deadline = 10s) {
+  // (A deadline, not a measure: see kafka_producers_test.cpp's reported().)
+  bool acknowledged_through(Lsn lsn, std::chrono::milliseconds deadline = 60s) {
     return run_until(
         io_, [&] { return pipeline_->acknowledged() >= lsn; }, deadline);
   }
@@ -121,14 +122,14 @@ class TransactionsTest : public ::testing::Test,
   // would, with a consumer of its own).
   std::vector<std::string> checkpoints() {
     kafka::Consumer consumer(kafka::ConsumerConfig{mock_.bootstraps(), {}});
-    const kafka::TopicPlan plan = consumer.plan(kCheckpoints, std::nullopt, 10s);
+    const kafka::TopicPlan plan = consumer.plan(kCheckpoints, std::nullopt, 60s);
     std::vector<std::string> values;
     consumer.read(
         plan.partitions,
         [&](const kafka::ConsumedRecord& r) {
           if (r.key && *r.key == kCheckpointKey && r.value) values.emplace_back(*r.value);
         },
-        10s);
+        60s);
     return values;
   }
 
