@@ -122,8 +122,9 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
   w.single("outbox_relay_dlq_events_total", "counter",
            "Events routed to the dead-letter topic instead of their own.", m.dlq_events);
   w.single("outbox_relay_producer_rewinds_total", "counter",
-           "Times the producer stopped (Kafka: a batch refused by the broker, or its idempotent "
-           "sequence lost; NATS JetStream: the connection lost, or an acknowledgement overdue) "
+           "Times the producer stopped (Kafka: a batch refused by the broker, its idempotent "
+           "sequence lost, or a delivery unanswered within message.timeout.ms; NATS JetStream: "
+           "the connection lost, or an acknowledgement overdue) "
            "and the relay rewound to the confirmed position with a new producer, sending the "
            "records a broker had refused one at a time, in order; with --delivery exactly-once "
            "also each aborted Kafka transaction (event=kafka_transaction_aborted), which resumes "

@@ -14,6 +14,12 @@ ErrorKind classify(rd_kafka_resp_err_t err) {
     case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
     case RD_KAFKA_RESP_ERR__RESOLVE:
     case RD_KAFKA_RESP_ERR__TIMED_OUT:
+    // message.timeout.ms passed without an answer: the broker's state, not the record's (a
+    // frozen or unreachable broker); the relay rewinds and sends it again, whatever the timeout.
+    case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
+    // Purged by the relay (Producer::purge() at a rewind): never sent, or its answer voided.
+    case RD_KAFKA_RESP_ERR__PURGE_QUEUE:
+    case RD_KAFKA_RESP_ERR__PURGE_INFLIGHT:
     case RD_KAFKA_RESP_ERR__RETRY:
     case RD_KAFKA_RESP_ERR__QUEUE_FULL:
     case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
@@ -56,9 +62,6 @@ ErrorKind classify(rd_kafka_resp_err_t err) {
     case RD_KAFKA_RESP_ERR_TRANSACTION_COORDINATOR_FENCED:
       return ErrorKind::kFatal;
     // Final for this record.
-    case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
-    case RD_KAFKA_RESP_ERR__PURGE_QUEUE:
-    case RD_KAFKA_RESP_ERR__PURGE_INFLIGHT:
     case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
     case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
     case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:

@@ -464,6 +464,40 @@ struct Producer::Impl : std::enable_shared_from_this<Producer::Impl> {
   boost::asio::awaitable<TxnResult> transaction_call(rd_kafka_error_t* (*call)(rd_kafka_t*, int),
                                                      std::chrono::milliseconds timeout);
 
+  // The io_context's half of the end: nothing more is served there and no handler is called
+  // (a report or error still posted finds `destroyed`; one librdkafka serves while it ends
+  // meets the empty handlers).
+  void detach() {
+    if (destroyed) return;
+    destroyed = true;
+    guard_timer.cancel();
+    rd_kafka_queue_io_event_enable(main_queue.get(), -1, nullptr, 0);
+    boost::system::error_code ignored;
+    event_fd.close(ignored);
+    on_delivery = [](const Delivery&) {};
+    on_fatal = [](const std::string&) {};
+    on_refused = nullptr;
+  }
+
+  // The rest, on any thread once detach() ran: a transaction call still running (its caller is
+  // gone) finishes first, as rk must outlive it; then librdkafka's client ends (blocking).
+  void finish() {
+    if (worker) worker->join();
+    main_queue.reset();
+    {
+      // Closed before rk is destroyed (entries closed here are no longer found by the
+      // partitioner).
+      std::list<TopicEntry> open;
+      {
+        std::lock_guard lock(registry.mu);
+        registry.index.clear();
+        open.swap(registry.lru);
+        last_topic = nullptr;
+      }
+    }
+    rk.reset();
+  }
+
   static void error_cb(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
     auto* self = static_cast<Impl*>(opaque);
     if (err == RD_KAFKA_RESP_ERR__FATAL) {
@@ -561,27 +595,9 @@ Producer::Producer(boost::asio::any_io_executor executor, const ProducerConfig& 
 }
 
 Producer::~Producer() {
-  // A transaction call still running (its caller is gone) finishes first: rk outlives it.
-  if (impl_->worker) impl_->worker->join();
-  impl_->destroyed = true;
-  impl_->guard_timer.cancel();
-  rd_kafka_queue_io_event_enable(impl_->main_queue.get(), -1, nullptr, 0);
-  boost::system::error_code ignored;
-  impl_->event_fd.cancel(ignored);
-  impl_->main_queue.reset();
-  {
-    // Closed before rk is destroyed (entries closed here are no longer found by the partitioner).
-    std::list<TopicEntry> open;
-    {
-      std::lock_guard lock(impl_->registry.mu);
-      impl_->registry.index.clear();
-      open.swap(impl_->registry.lru);
-      impl_->last_topic = nullptr;
-    }
-  }
-  // Reports of purged messages are served now and discarded: the relay no longer listens.
-  impl_->on_delivery = [](const Delivery&) {};
-  impl_->rk.reset();
+  if (!impl_) return;  // retired (ProducerReaper)
+  impl_->detach();
+  impl_->finish();
 }
 
 ProduceResult Producer::produce(const Record& record, std::uint64_t opaque) {
@@ -774,5 +790,35 @@ bool Producer::fenced() const {
 std::size_t Producer::queued() const {
   return static_cast<std::size_t>(rd_kafka_outq_len(impl_->rk.get()));
 }
+
+void Producer::purge() {
+  rd_kafka_purge(impl_->rk.get(), RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+}
+
+struct ProducerReaper::Impl {
+  std::unique_ptr<boost::asio::thread_pool> thread;
+  std::atomic<std::size_t> pending{0};
+};
+
+ProducerReaper::ProducerReaper() : impl_(std::make_unique<Impl>()) {}
+
+ProducerReaper::~ProducerReaper() {
+  if (impl_->thread) impl_->thread->join();
+}
+
+void ProducerReaper::retire(std::unique_ptr<Producer> producer) {
+  if (!producer || !producer->impl_) return;
+  producer->impl_->detach();
+  if (!impl_->thread) impl_->thread = std::make_unique<boost::asio::thread_pool>(1);
+  ++impl_->pending;
+  boost::asio::post(*impl_->thread,
+                    [impl = std::move(producer->impl_), &pending = impl_->pending]() mutable {
+                      impl->finish();
+                      impl.reset();
+                      --pending;
+                    });
+}
+
+std::size_t ProducerReaper::pending() const { return impl_->pending; }
 
 }  // namespace outbox::kafka

@@ -83,23 +83,32 @@ struct ReplicationConnection::Impl : std::enable_shared_from_this<Impl> {
   awaitable<void> wait_until(asio::posix::stream_descriptor::wait_type type,
                              std::chrono::steady_clock::time_point until, const char* what) {
     if (input_ready(type)) co_return;
-    // Shared: the timer's handler may run after this frame is gone.
-    auto timed_out = std::make_shared<bool>(false);
+    // Shared: the timer's handler may run after this frame is gone. `over`: this wait ended.
+    // A deadline that expires as the socket becomes ready queues its handler, and cancel()
+    // cannot take it back; run later, it must not cancel the socket's next wait (the stream's
+    // read, which then failed with operation_aborted: "I/O error: Operation canceled", exit 1).
+    struct Watch {
+      bool timed_out = false;
+      bool over = false;
+    };
+    auto watch = std::make_shared<Watch>();
     deadline.expires_at(until);
-    deadline.async_wait([weak = weak_from_this(), timed_out](const boost::system::error_code& ec) {
+    deadline.async_wait([weak = weak_from_this(), watch](const boost::system::error_code& ec) {
       auto self = weak.lock();
-      if (ec || !self) return;
-      *timed_out = true;
+      if (ec || !self || watch->over) return;
+      watch->timed_out = true;
       boost::system::error_code ignored;
       self->socket.cancel(ignored);
     });
     try {
       co_await socket.async_wait(type, use_awaitable);
     } catch (const boost::system::system_error&) {
+      watch->over = true;
       deadline.cancel();
-      if (*timed_out) throw Error(std::string("timed out ") + what, "", true);
+      if (watch->timed_out) throw Error(std::string("timed out ") + what, "", true);
       throw;
     }
+    watch->over = true;
     deadline.cancel();
   }
 

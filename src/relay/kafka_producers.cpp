@@ -30,8 +30,17 @@ std::unique_ptr<kafka::Producer> KafkaProducers::make(const std::string& suffix)
                                            handlers_.refused);
 }
 
+void KafkaProducers::halt() {
+  if (current_) current_->purge();
+  if (alone_) alone_->purge();
+}
+
 void KafkaProducers::renew() {
-  reset();
+  // The old ones end on the reaper's thread (rd_kafka_destroy blocks): the relay's loop goes on.
+  // Reports still due are dropped: those records are sent again.
+  reaper_.retire(std::move(alone_));
+  reaper_.retire(std::move(current_));
+  reaper_.retire(std::move(spare_));
   current_ = make("");
   if (config_.delivery == DeliveryMode::kExactlyOnce) spare_ = make(kSpareSuffix);
 }

@@ -42,7 +42,10 @@ class KafkaProducers : public RecordSink {
   bool fenced() const;
   // Records queued or in flight in the current and the send-alone producers.
   std::size_t queued() const override;
-  // New producers (a rewind): reports still due from the old ones are dropped.
+  // Purges the current and the send-alone producers (kafka::Producer::purge()).
+  void halt() override;
+  // New producers (a rewind): reports still due from the old ones are dropped; the old ones end
+  // on a thread of their own (kafka::ProducerReaper), never blocking the io_context.
   void renew() override;
   // No producers (the relay ends).
   void reset() override;
@@ -55,6 +58,8 @@ class KafkaProducers : public RecordSink {
   const RelayConfig& config_;
   std::string transactional_id_;
   Handlers handlers_;
+  // Destroys renewed producers off the io_context's thread; joined last (declared first).
+  kafka::ProducerReaper reaper_;
   std::unique_ptr<kafka::Producer> current_;
   std::unique_ptr<kafka::Producer> spare_;  // exactly-once
   std::unique_ptr<kafka::Producer> alone_;  // made on the first refused batch

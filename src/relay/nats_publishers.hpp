@@ -28,6 +28,9 @@ class NatsPublishers : public RecordSink {
                               bool alone) override;
   bool stopped() const override { return publisher_ && publisher_->stopped(); }
   std::size_t queued() const override { return publisher_ ? publisher_->queued() : 0; }
+  // A publisher stops by itself at its first failure (connection lost, acknowledgement overdue)
+  // and publishes nothing after it.
+  void halt() override {}
   void renew() override;
   void reset() override { publisher_.reset(); }
   std::string refusal_advice() const override;

@@ -750,9 +750,9 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
     ++it->second;
     metrics_.bytes_published += d.bytes;
   } else {
-    // librdkafka retries transient failures by itself, without a deadline; what arrives here
-    // is final for this record. Unless dead-lettered, it is never acknowledged, so nothing at
-    // or after it is confirmed.
+    // librdkafka retries transient failures by itself until message.timeout.ms; a failure that
+    // arrives here is never acknowledged (unless dead-lettered), so nothing at or after it is
+    // confirmed.
     if (dlq_record && d.size_error && !has_header(d.other_headers, "outbox.truncated")) {
       // The broker (not the producer) refused the dead-letter record as too large: the topic's
       // max.message.bytes is below the producer's message.max.bytes. Nothing at or after it is
@@ -771,10 +771,13 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
       }
       return;
     }
-    // A sink that stopped (a lost connection) fails what it had in flight as transient: not
-    // known to be stored, said nothing about the record. It goes again as it went, like a
-    // record purged from the queue, never as a suspect (a suspect sent alone stays one).
-    const bool transient = d.kind == kafka::ErrorKind::kTransient && sink_.stopped();
+    // A transient failure is the broker's state, not the record's: a sink that stopped (a lost
+    // connection) failing what it had in flight, or a delivery that timed out (librdkafka's
+    // message.timeout.ms, JetStream's acknowledgement wait) while the broker was frozen or away.
+    // Not known to be stored, said nothing against the record: it goes again after a rewind as
+    // it went, never poison, never dead-lettered, never a suspect (a suspect sent alone stays
+    // one).
+    const bool transient = d.kind == kafka::ErrorKind::kTransient;
     if (transient) {
       if (!rewinding_) begin_rewind(d.error);
       if (isolated && !dlq_record) suspects_.emplace(d.id_header);

@@ -32,6 +32,10 @@ class RecordSink {
   virtual bool stopped() const = 0;
   // Records queued or in flight, not yet reported.
   virtual std::size_t queued() const = 0;
+  // Sends nothing more of what it holds (a rewind began while it goes on: a delivery timed out):
+  // what is queued or in flight is reported as failed (transient), so that no record goes out
+  // after an earlier one that failed. A sink that stops at its first failure does nothing.
+  virtual void halt() = 0;
   // Anew (a rewind): reports still due from before are dropped.
   virtual void renew() = 0;
   // Nothing left (the relay ends).

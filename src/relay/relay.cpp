@@ -125,7 +125,20 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       } catch (const KafkaUnavailable& e) {
         reason = e.what();
       } catch (const boost::system::system_error& e) {
-        if (!stopping_ && !fatal_) fail({kExitError, std::string("I/O error: ") + e.what()});
+        if (e.code() != asio::error::operation_aborted) {
+          if (!stopping_ && !fatal_) fail({kExitError, std::string("I/O error: ") + e.what()});
+        } else if (!leaving()) {
+          // Every cancel has an owner that expects it: a stop, a failure or a rewind (all three
+          // end the session: leaving()), a due publication check (handled in stream()). One
+          // that reaches here had none: a bug, said by name and counted; the session ends and
+          // starts again from the confirmed position, so nothing is lost.
+          reason = "an operation was cancelled with no owner";
+          log_->error(
+              "event=unowned_cancel slot={} confirmed={} error={}: an operation of the session "
+              "was cancelled by no stop, failure or rewind (a bug; please report it with this "
+              "log); reconnecting",
+              config_.slot, confirm_lsn().to_string(), quoted(e.what()));
+        }
       } catch (const std::exception& e) {
         fail({kExitError, std::string("unexpected error: ") + e.what()});
       }
@@ -634,6 +647,10 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     if (pipeline_.fatal() && !fatal_) fail(*pipeline_.fatal());
     if (pipeline_.rewinding() && !rewind_signalled_) {
       rewind_signalled_ = true;  // once: the stop sequence's own waits must not be cut short
+      // A sink that goes on (a delivery timed out; not a refused batch, which stops it) would
+      // send the records queued behind the failed one when the broker answers again, ahead of
+      // it. Exactly-once aborts the Kafka transaction instead: nothing of it becomes visible.
+      if (!exactly_once() && !producers_->stopped()) producers_->halt();
       wake_all();
     }
     if (waiting_ && (transactions_.committing() || !pipeline_.paused() || leaving() ||

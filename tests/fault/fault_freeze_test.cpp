@@ -9,6 +9,8 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <optional>
 #include <random>
 #include <set>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "fault_fixture.hpp"
+#include "outbox_test/http.hpp"
 
 namespace outbox_test::fault {
 namespace {
@@ -120,6 +123,106 @@ INSTANTIATE_TEST_SUITE_P(Cases, BrokerFreeze,
                                                   ? "ExactlyOnce"
                                                   : "AtLeastOnce") +
                                   (info.param.when == When::kFromStart ? "FromStart" : "UnderLoad");
+                         });
+
+// A delivery timeout shorter than the freeze (-X message.timeout.ms=5000; librdkafka's own default
+// is 5 minutes, the relay's none): the records in flight time out while the broker is frozen.
+// That is the broker's state, not the records': the relay rewinds and sends them again, never
+// exits (it exited 3, "_MSG_TIMED_OUT"), and under --on-error dlq dead-letters and parks nothing
+// (every aggregate with an event in flight was diverted). The rewind ends the old producers on a
+// thread of their own: /healthz, served on the relay's io thread, answers throughout. The slot is
+// confirmed past nothing undelivered, and after the thaw every event arrives in order (exactly
+// once, read_committed, in exactly-once mode).
+class BrokerFreezeWithTimeout : public BrokerFreeze {};
+
+TEST_P(BrokerFreezeWithTimeout, RewindsAndDeliversEverything) {
+  const FreezeCase c = GetParam();
+  ASSERT_GT(kafka_pid(), 0) << "Kafka is not running (OUTBOX_KAFKA_PID_FILE)";
+  const std::string services_log = log_path("services");
+  ScopeGuard broker_back([&] {
+    if (kafka_pid() <= 0) kafka_up(services_log);
+  });
+  create_outbox_table();
+  KafkaReader reader(brokers_, {topic_});
+  const std::uint16_t port = free_port();
+  metrics_addr_ = "127.0.0.1:" + std::to_string(port);
+  std::vector<std::string> args = mode_args();
+  for (const char* a : {"-X", "message.timeout.ms=5000", "--on-error", "dlq"}) args.push_back(a);
+
+  const int transactions = scaled(300, 60);
+  RelayProcess& relay = start_relay(args);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  Workload& load = start_workload(plan_uniform(transactions, 5), 30s, 50);
+  ASSERT_TRUE(reader.read_until([](const auto& r) { return r.size() >= 20; }, 60s))
+      << "nothing reached Kafka before the freeze";
+  const std::size_t commits_at_freeze = load.commits().size();
+
+  // /healthz through the freeze, on a thread of the test's own.
+  std::atomic<bool> polling{true};
+  std::atomic<int> polls{0};
+  std::atomic<int> unanswered{0};
+  std::atomic<std::int64_t> slowest_ms{0};
+  std::thread poller([&] {
+    while (polling) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const HttpResult r = http_get(port, "/healthz");
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - t0)
+                          .count();
+      ++polls;
+      if (r.status == 0) ++unanswered;
+      slowest_ms = std::max<std::int64_t>(slowest_ms, ms);
+      std::this_thread::sleep_for(200ms);
+    }
+  });
+  ScopeGuard stop_poller([&] {
+    polling = false;
+    if (poller.joinable()) poller.join();
+  });
+
+  std::optional<BrokerPause> pause;
+  pause.emplace();
+  ASSERT_TRUE(pause->paused()) << "could not SIGSTOP the broker";
+  const SlotWatch watch = watch_slot(
+      load, commits_at_freeze, [&] { return !relay.is_running(); }, kFreeze, 100ms);
+  pause->resume();
+  polling = false;
+  poller.join();
+  ASSERT_FALSE(watch.ended) << "the relay exited during the freeze with "
+                            << relay.wait_exit(0ms).value_or(-1);
+  ASSERT_NO_FATAL_FAILURE(expect_slot_held(watch, "during the freeze"));
+  EXPECT_GE(count_in_file(relay.log_path(), "event=producer_rewind") +
+                count_in_file(relay.log_path(), "event=kafka_transaction_aborted"),
+            1u)
+      << "no delivery timed out during a freeze four times message.timeout.ms; see "
+      << relay.log_path();
+  figure("healthz_polls", polls.load());
+  figure("healthz_slowest_ms", slowest_ms.load());
+  EXPECT_GT(polls.load(), 10);
+  EXPECT_EQ(unanswered.load(), 0) << "/healthz did not answer within 5 s " << unanswered.load()
+                                  << " times of " << polls.load() << " during the freeze";
+
+  load.join();
+  DeliveryCheck check;
+  ASSERT_NO_FATAL_FAILURE(expect_every_event_delivered(reader, 180s, check,
+                                                       static_cast<std::size_t>(transactions) * 5));
+  if (c.mode == Mode::kExactlyOnce) {
+    EXPECT_EQ(check.duplicates, 0u) << "an event is visible twice to a read_committed consumer";
+  }
+  EXPECT_EQ(count_in_file(relay.log_path(), "event=dead_lettered"), 0u)
+      << "a record that timed out was dead-lettered; see " << relay.log_path();
+  EXPECT_EQ(count_in_file(relay.log_path(), "event=aggregate_parked"), 0u)
+      << "an aggregate was parked for a timeout; see " << relay.log_path();
+  EXPECT_TRUE(relay.is_running()) << "exit " << relay.wait_exit(0ms).value_or(-1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BrokerFreezeWithTimeout,
+                         ::testing::Values(FreezeCase{Mode::kAtLeastOnce, When::kUnderLoad},
+                                           FreezeCase{Mode::kExactlyOnce, When::kUnderLoad}),
+                         [](const auto& info) {
+                           return std::string(info.param.mode == Mode::kExactlyOnce
+                                                  ? "ExactlyOnce"
+                                                  : "AtLeastOnce");
                          });
 
 // A rolling deploy: SIGTERM under a steady mixed load (transactions of 1 to 2,000 events), the

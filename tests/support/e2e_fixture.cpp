@@ -38,6 +38,13 @@ void E2eTest::TearDown() {
     ::kill(relay->pid(), SIGCONT);  // a test may have left one stopped
     if (!relay->terminate(15s)) relay->kill9();
   }
+  // A cancelled operation that no stop, failure or rewind owned is a bug in any test (the relay
+  // logs it and reconnects, so the test's own checks may still pass).
+  for (auto& relay : relays_) {
+    const std::string log = read_file(relay->log_path());
+    EXPECT_EQ(log.find("event=unowned_cancel"), std::string::npos)
+        << "relay log " << relay->log_path() << " holds event=unowned_cancel";
+  }
   if (HasFailure()) {
     for (auto& relay : relays_) {
       std::cerr << "---- relay log " << relay->log_path() << " (last lines) ----\n"

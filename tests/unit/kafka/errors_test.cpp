@@ -41,6 +41,11 @@ constexpr Case kProduceCases[] = {
     {RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorKind::kTransient},
     {RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION, ErrorKind::kTransient},
     {RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR, ErrorKind::kTransient},
+    // No answer within message.timeout.ms: the broker's state, sent again after a rewind.
+    {RD_KAFKA_RESP_ERR__MSG_TIMED_OUT, ErrorKind::kTransient},
+    // Purged by the relay at a rewind: never sent, or its answer voided.
+    {RD_KAFKA_RESP_ERR__PURGE_QUEUE, ErrorKind::kTransient},
+    {RD_KAFKA_RESP_ERR__PURGE_INFLIGHT, ErrorKind::kTransient},
     // Too large: the broker rejects the batch; the client rejects the record at produce().
     {RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, ErrorKind::kSize},
     {RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE, ErrorKind::kSize},
@@ -53,9 +58,6 @@ constexpr Case kProduceCases[] = {
     {RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC, ErrorKind::kRecord},
     {RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION, ErrorKind::kRecord},
     {RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION, ErrorKind::kRecord},
-    {RD_KAFKA_RESP_ERR__MSG_TIMED_OUT, ErrorKind::kRecord},
-    {RD_KAFKA_RESP_ERR__PURGE_QUEUE, ErrorKind::kRecord},
-    {RD_KAFKA_RESP_ERR__PURGE_INFLIGHT, ErrorKind::kRecord},
     {RD_KAFKA_RESP_ERR_INVALID_REQUIRED_ACKS, ErrorKind::kRecord},
     {RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorKind::kRecord},
     {RD_KAFKA_RESP_ERR_POLICY_VIOLATION, ErrorKind::kRecord},

@@ -335,7 +335,7 @@ TEST_F(PipelineTest, BrokerRefusalUnderDlqDeadLettersAndParks) {
   ASSERT_EQ(step(begin(0x1000)), Step::kDone);
   ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
   ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
-  report(sink_.records[0], false, "MSG_TIMED_OUT");  // final, not a stopped producer
+  report(sink_.records[0], false, "TOPIC_EXCEPTION", kafka::ErrorKind::kRecord);
   ASSERT_EQ(sink_.records.size(), 2u);
   EXPECT_EQ(sink_.records[1].topic, "dlq");
   EXPECT_EQ(p.confirmable(), Lsn{0}) << "handled only once the dead-letter record is acknowledged";
@@ -542,6 +542,54 @@ TEST_F(PipelineTest, TransientFailuresOfAStoppedSinkAreSentAgainBatched) {
   EXPECT_EQ(sink_.records[1].route, Pipeline::Route::kBatched);
   EXPECT_NE(sink_.records[1].topic, "dlq");
 }
+
+// A delivery that timed out (librdkafka's message.timeout.ms, JetStream's acknowledgement wait)
+// while the sink goes on: the broker did not answer, which says nothing against the record.
+// Under --on-error dlq and fail alike: a rewind, nothing dead-lettered, parked, poison or
+// suspect, and nothing confirmed past it.
+class TimedOutDeliveryTest : public PipelineTest, public ::testing::WithParamInterface<OnError> {};
+
+TEST_P(TimedOutDeliveryTest, RewindsAndSendsAgainBatched) {
+  config_.on_error = GetParam();
+  config_.dlq_topic = "dlq";
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
+  ASSERT_EQ(step(insert("e2", "b")), Step::kDone);
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 2u);
+  const std::vector<Produced> first(sink_.records);
+  report(first[0], false, "_MSG_TIMED_OUT", kafka::ErrorKind::kTransient);
+  EXPECT_TRUE(p.rewinding());
+  EXPECT_FALSE(p.fatal().has_value());
+  report(first[1], false, "_MSG_TIMED_OUT", kafka::ErrorKind::kTransient);
+  EXPECT_FALSE(p.fatal().has_value());
+  EXPECT_EQ(metrics_.dlq_events, 0u);
+  EXPECT_EQ(sink_.records.size(), 2u) << "nothing dead-lettered";
+  EXPECT_EQ(p.confirmable(), Lsn{0});
+
+  sink_.records.clear();
+  p.on_disconnect();
+  p.rewound();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
+  ASSERT_EQ(step(insert("e2", "b")), Step::kDone) << "not held back behind a record sent alone";
+  ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 2u);
+  for (const Produced& r : sink_.records) {
+    EXPECT_EQ(r.route, Pipeline::Route::kBatched) << r.id;
+    EXPECT_EQ(r.topic, "outbox.event.order") << r.id << " not parked";
+  }
+  for (const Produced& r : std::vector<Produced>(sink_.records)) report(r, true);
+  EXPECT_EQ(p.confirmable(), Lsn{0x1010});
+  EXPECT_FALSE(p.fatal().has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(OnError, TimedOutDeliveryTest,
+                         ::testing::Values(OnError::kFail, OnError::kDlq),
+                         [](const auto& info) {
+                           return std::string(info.param == OnError::kFail ? "Fail" : "Dlq");
+                         });
 
 TEST_F(PipelineTest, ProduceIntoAStoppedProducerRewindsInsteadOfPoisoning) {
   Pipeline& p = pipeline();

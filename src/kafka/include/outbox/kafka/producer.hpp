@@ -1,8 +1,9 @@
 // Kafka producer on Asio: librdkafka (idempotent, acks=all) keeps its own threads; its delivery
 // reports reach the io_context thread through the main queue's io-event file descriptor, and are
 // drained there with rd_kafka_poll(rk, 0) until empty. No timer polling.
-// Not thread-safe: construct, produce and destroy on the io_context's thread. The delivery handler
-// runs on that thread too; the transaction calls wait on a worker thread of the producer's own.
+// Not thread-safe: construct, produce and destroy on the io_context's thread (or hand it to a
+// ProducerReaper there, which destroys it on a thread of its own). The delivery handler runs on
+// that thread too; the transaction calls wait on a worker thread of the producer's own.
 // librdkafka handles never leave this module.
 #pragma once
 
@@ -96,6 +97,13 @@ class Producer {
   // Messages queued or in flight inside librdkafka.
   std::size_t queued() const;
 
+  // Fails every record queued or in flight now, without blocking: their reports come as
+  // _PURGE_QUEUE or _PURGE_INFLIGHT (ErrorKind::kTransient), and none of them is sent after this
+  // call. For a rewind after a delivery that timed out: librdkafka's gapless guarantee does not
+  // cover message.timeout.ms, and records queued behind the one that timed out would otherwise
+  // go out when the broker comes back, ahead of it. A request already sent may still be stored.
+  void purge();
+
   // Whether the producer raised a fatal error and accepts nothing more: a batch refused for good
   // with enable.gapless.guarantee (its records failed; no later record of its partition was
   // written), or the idempotent producer losing its sequence (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER
@@ -127,8 +135,32 @@ class Producer {
                                                              std::chrono::milliseconds timeout);
 
  private:
+  friend class ProducerReaper;
   struct Impl;
   std::shared_ptr<Impl> impl_;  // shared: the fd wait's handler holds a weak reference
+};
+
+// Destroys producers away from the io_context's thread. Destroying a producer ends librdkafka's
+// client (rd_kafka_destroy), which waits for its threads and for a transaction call still
+// running: against a broker that does not answer, seconds, while the io_context would serve
+// nothing else (PostgreSQL's keepalives, /healthz). One thread, made on first use.
+class ProducerReaper {
+ public:
+  ProducerReaper();
+  // Waits until every producer handed over is destroyed.
+  ~ProducerReaper();
+  ProducerReaper(const ProducerReaper&) = delete;
+  ProducerReaper& operator=(const ProducerReaper&) = delete;
+
+  // On the io_context's thread: from now on `producer` serves nothing there and calls none of
+  // its handlers; its records' reports are dropped. It is destroyed on the reaper's thread.
+  void retire(std::unique_ptr<Producer> producer);
+  // Producers handed over and not destroyed yet.
+  std::size_t pending() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace outbox::kafka

@@ -34,8 +34,10 @@ struct Record {
 // themselves; a delivery report carries one only when the sink gave up on the record.
 enum class ErrorKind {
   kNone,       // no error
-  kTransient,  // the cluster may recover by itself: broker down, leader moving, timeouts
-  kRecord,     // final for this record: unknown topic, no stream, delivery timed out, purged, ...
+  // The broker did not take the record, and said nothing against it: down, leader moving, a
+  // delivery or acknowledgement that timed out. Never poison: the relay rewinds and sends again.
+  kTransient,
+  kRecord,  // the broker refused this record: unknown topic, no stream, purged, ...
   // The broker rejected the whole batch (invalid or corrupt record): the record may be an
   // innocent neighbour of the bad one.
   kBatch,
