@@ -162,6 +162,11 @@ Table run_flags(Options& o) {
       publication_flag(r.publication),
       flags::off("--no-create", r.create,
                  "do not create a missing publication or slot: fail instead"),
+      flags::on("--accept-slot-loss", r.accept_slot_loss,
+                "create a missing slot even when the progress record in --checkpoint-topic\n"
+                "shows that a slot of that name delivered before (it was dropped or\n"
+                "invalidated while the relay was down): the events in between may be\n"
+                "missing; logged as an error and counted. Without it the relay exits 4"),
       flags::on("--failover", o.failover,
                 "a failover slot (PostgreSQL 17+), kept by standbys with\n"
                 "sync_replication_slots; warns when synchronized_standby_slots does not\n"
@@ -247,8 +252,8 @@ Table run_flags(Options& o) {
                   "transactional.id for --delivery exactly-once (default outbox-relay.SLOT);\n"
                   "the relay also uses ID#2 (two producers take turns)"),
       flags::name("--checkpoint-topic", r.checkpoint_topic,
-                  "compacted topic of --delivery exactly-once's checkpoints (default\n"
-                  "outbox-relay.checkpoints)"),
+                  "compacted topic of the relay's progress records (--delivery\n"
+                  "exactly-once's checkpoints; default outbox-relay.checkpoints)"),
       flags::duration("--transaction-interval", r.transaction_interval,
                       "longest time a Kafka transaction stays open while events flow, for\n"
                       "--delivery exactly-once (default 100ms)",

@@ -78,7 +78,7 @@ struct Consumer::Impl {
   }
 
   void throw_if_refused() const {
-    if (!refused.empty()) throw std::runtime_error(refused);
+    if (!refused.empty()) throw RefusedError(refused);
   }
 };
 

@@ -219,8 +219,9 @@ std::string slot_lost_advice(const std::string& conninfo, const std::string& slo
       << lsn_text(s ? s->confirmed_flush_lsn : std::nullopt)
       << " may never have reached Kafka. Recover: outbox-relay drop --pg \"$PG\" --slot " << slot
       << " --yes; outbox-relay setup --pg \"$PG\" --slot " << slot
-      << " (or start the relay); then outbox-relay reconcile --pg \"$PG\" --brokers " << brokers
-      << (table.empty() ? "" : " --table " + table)
+      << " (or start the relay once with --accept-slot-loss); then outbox-relay reconcile --pg "
+         "\"$PG\" --brokers "
+      << brokers << (table.empty() ? "" : " --table " + table)
       << " --column-time CREATED_AT_COLUMN --margin 5m --since " << since
       << " --until NEW_SLOT_CREATION_TIME --repair";
     return o.str();

@@ -465,6 +465,11 @@ void ReplicationConnection::cancel() {
   impl_->deadline.cancel();
 }
 
+bool ReplicationConnection::alive() {
+  PGconn* c = impl_->conn.get();
+  return c != nullptr && PQconsumeInput(c) == 1 && PQstatus(c) == CONNECTION_OK;
+}
+
 bool ReplicationConnection::connected() const {
   return impl_->conn && PQstatus(impl_->conn.get()) == CONNECTION_OK;
 }

@@ -30,6 +30,18 @@ std::unique_ptr<kafka::Producer> KafkaProducers::make(const std::string& suffix)
                                            handlers_.refused);
 }
 
+kafka::Producer& KafkaProducers::progress() {
+  // A fatal error (its idempotent sequence lost) stops only this producer: the next record
+  // goes through a new one.
+  if (progress_ && progress_->stopped()) reaper_.retire(std::move(progress_));
+  if (!progress_) {
+    progress_ = std::make_unique<kafka::Producer>(
+        executor_, config_.producer, handlers_.delivery, [](const std::string&) {},
+        handlers_.refused);
+  }
+  return *progress_;
+}
+
 void KafkaProducers::halt() {
   if (current_) current_->purge();
   if (alone_) alone_->purge();
@@ -46,6 +58,7 @@ void KafkaProducers::renew() {
 }
 
 void KafkaProducers::reset() {
+  progress_.reset();
   alone_.reset();
   current_.reset();  // reports still due are dropped: those records are sent again
   spare_.reset();

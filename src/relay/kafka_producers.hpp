@@ -42,6 +42,10 @@ class KafkaProducers : public RecordSink {
   bool fenced() const;
   // Records queued or in flight in the current and the send-alone producers.
   std::size_t queued() const override;
+  // The producer of the at-least-once progress records (progress_record.hpp), made on first use:
+  // no gapless guarantee (a refused progress record must not stop the events' producer), kept
+  // across renew().
+  kafka::Producer& progress();
   // Purges the current and the send-alone producers (kafka::Producer::purge()).
   void halt() override;
   // New producers (a rewind): reports still due from the old ones are dropped; the old ones end
@@ -61,8 +65,9 @@ class KafkaProducers : public RecordSink {
   // Destroys renewed producers off the io_context's thread; joined last (declared first).
   kafka::ProducerReaper reaper_;
   std::unique_ptr<kafka::Producer> current_;
-  std::unique_ptr<kafka::Producer> spare_;  // exactly-once
-  std::unique_ptr<kafka::Producer> alone_;  // made on the first refused batch
+  std::unique_ptr<kafka::Producer> spare_;     // exactly-once
+  std::unique_ptr<kafka::Producer> alone_;     // made on the first refused batch
+  std::unique_ptr<kafka::Producer> progress_;  // made on first use
 };
 
 }  // namespace outbox::relay

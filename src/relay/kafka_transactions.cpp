@@ -2,7 +2,6 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <charconv>
 #include <string_view>
 
 #include "outbox/common/log_text.hpp"
@@ -103,7 +102,7 @@ awaitable<std::string> KafkaTransactions::try_prepare() {
       const std::string error = co_await producers_->current().create_compacted_topic(
           config_.checkpoint_topic, kTxnTimeout);
       if (!error.empty()) co_return error;
-      const CheckpointRead read = co_await read_checkpoint();
+      const ProgressRead read = co_await read_checkpoint();
       if (!read.error.empty()) co_return read.error;
       if (!read.bad.empty()) {
         throw FatalError({kExitError, "checkpoint of " + host_.checkpoint_key() + " in topic " +
@@ -139,49 +138,17 @@ awaitable<std::string> KafkaTransactions::try_prepare() {
 }
 
 // Reads the checkpoint topic to its end (read_committed) on the Kafka worker thread.
-awaitable<KafkaTransactions::CheckpointRead> KafkaTransactions::read_checkpoint() {
+awaitable<ProgressRead> KafkaTransactions::read_checkpoint() {
   if (!worker_) worker_ = std::make_unique<asio::thread_pool>(1);
-  // Built as a local: GCC 12 destroys init-captures twice in a `co_return co_await` expression.
-  auto task = [consumer_config =
-                   kafka::ConsumerConfig{config_.producer.brokers, config_.producer.properties},
-               topic = config_.checkpoint_topic,
-               key = host_.checkpoint_key()]() -> awaitable<CheckpointRead> {
-    CheckpointRead out;
-    try {
-      kafka::Consumer consumer(consumer_config);
-      const kafka::TopicPlan plan = consumer.plan(topic, std::nullopt, kTxnTimeout);
-      consumer.read(
-          plan.partitions,
-          [&](const kafka::ConsumedRecord& r) {
-            if (!r.key || *r.key != key || !r.value) return;
-            // "LSN" (older relays) or "LSN timeline=N"; the last value of the key counts.
-            const std::string_view v = *r.value;
-            const std::size_t space = v.find(' ');
-            out.last = Lsn::parse(v.substr(0, space));
-            out.timeline.reset();
-            if (out.last && space != std::string_view::npos) {
-              const std::string_view t = v.substr(space + 1);
-              std::uint32_t tli = 0;
-              const auto [p, ec] =
-                  t.starts_with("timeline=")
-                      ? std::from_chars(t.data() + 9, t.data() + t.size(), tli)
-                      : std::from_chars_result{t.data(), std::errc::invalid_argument};
-              if (ec == std::errc() && p == t.data() + t.size()) {
-                out.timeline = tli;
-              } else {
-                out.last.reset();
-              }
-            }
-            out.bad = out.last ? std::string() : std::string(v);
-          },
-          kTxnTimeout);
-    } catch (const std::runtime_error& e) {
-      out.error = "reading checkpoint topic " + topic + ": " + e.what();
-    }
-    co_return out;
-  };
-  CheckpointRead read =
-      co_await asio::co_spawn(worker_->get_executor(), std::move(task), use_awaitable);
+  // Named, then moved: GCC 12 destroys temporaries of a coroutine call in a co_await twice.
+  kafka::ConsumerConfig consumer{config_.producer.brokers, config_.producer.properties};
+  std::string topic = config_.checkpoint_topic;
+  std::string key = host_.checkpoint_key();
+  ProgressRead read = co_await read_progress(*worker_, std::move(consumer), std::move(topic),
+                                             std::move(key), kTxnTimeout);
+  if (!read.error.empty()) {
+    read.error = "reading checkpoint topic " + config_.checkpoint_topic + ": " + read.error;
+  }
   co_return read;
 }
 
@@ -196,8 +163,9 @@ void KafkaTransactions::begin() {
 
 // The checkpoint record, key and value.
 std::string KafkaTransactions::checkpoint_value(Lsn lsn) const {
-  if (host_.decoding_on_standby()) return lsn.to_string();
-  return lsn.to_string() + " timeline=" + std::to_string(host_.timeline());
+  return progress_value(lsn, host_.decoding_on_standby()
+                                 ? std::nullopt
+                                 : std::optional<std::uint32_t>(host_.timeline()));
 }
 
 kafka::Record KafkaTransactions::checkpoint_record(const std::string& key,

@@ -23,6 +23,7 @@
 #include "outbox/relay/pipeline.hpp"
 #include "outbox/relay/relay.hpp"
 #include "outbox/relay/txn_machine.hpp"
+#include "progress_record.hpp"
 
 namespace outbox::relay {
 
@@ -104,14 +105,8 @@ class KafkaTransactions {
   void producers_renewed() { txn_.reset(); }
 
  private:
-  struct CheckpointRead {
-    std::optional<pgoutput::Lsn> last;      // the last checkpoint of this relay's key
-    std::optional<std::uint32_t> timeline;  // the timeline it was written on (older: none)
-    std::string bad;                        // a value under the key that is not a WAL position
-    std::string error;                      // the topic could not be read (retried)
-  };
   boost::asio::awaitable<std::string> try_prepare();
-  boost::asio::awaitable<CheckpointRead> read_checkpoint();
+  boost::asio::awaitable<ProgressRead> read_checkpoint();
   void begin();
   kafka::Record checkpoint_record(const std::string& key, const std::string& value) const;
   // "LSN timeline=N": a checkpoint names its timeline, so that a relay started after a promotion

@@ -35,6 +35,7 @@
 #include "outbox/relay/read_pacer.hpp"
 #include "outbox/relay/status_reporter.hpp"
 #include "outbox/relay/txn_machine.hpp"
+#include "progress_record.hpp"
 #include "publication_checker.hpp"
 
 namespace outbox::relay {
@@ -371,6 +372,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
     // producer of it) and reads the checkpoint; what the server sends before it is skipped.
     if (exactly_once()) co_await transactions_.prepare();
+    co_await ensure_progress_topic();
     set_state(State::kStreaming, "");
     log_->info("event=streaming slot={} publication={} server_wal={} timeline={} start={}",
                config_.slot, config_.publication, sys.xlogpos.to_string(), sys.timeline,
@@ -397,7 +399,23 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   }
 
   // A newer producer of the transactional.id (a relay that took the slot over) fenced this one.
+  // Or the transaction coordinator did: it aborts a transaction open longer than
+  // transaction.timeout.ms (a broker away that long) and bumps the producer's epoch, which
+  // fences the producer too. Only a relay holding the slot initialises the transactional.id,
+  // and the slot is this relay's while its replication connection lives: then the coordinator
+  // ended the transaction, and the relay resumes at the last commit with new producers, as
+  // after any abort. A connection the server closed (the slot taken over) stops the relay.
   void fail_fenced(const std::string& error) {
+    if (!stopping_ && !fatal_ && conn_ && conn_->alive()) {
+      log_->warn(
+          "event=kafka_transaction_expired slot={} error={}: fenced while the slot is still this "
+          "relay's: the coordinator ended the open transaction (open longer than "
+          "transaction.timeout.ms, e.g. a broker away that long); resuming at the last commit",
+          config_.slot, quoted(error));
+      pipeline_.abort_kafka_transaction("the transaction coordinator ended it: " + error);
+      after_delivery();
+      return;
+    }
     transactions_.mark_fenced();
     fail({kExitError, "fenced: another producer initialised transactional.id " +
                           transactional_id() + " or " + transactional_id() + kSpareSuffix +
@@ -497,8 +515,9 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
                       " disappeared while the relay was using it; events committed after its last "
                       "confirmed position " +
                       confirm_lsn().to_string() +
-                      " may never reach Kafka. Recreate the slot (outbox-relay recreates it when "
-                      "started anew) and reconcile the outbox rows committed since then."};
+                      " may never reach Kafka. Reconcile the outbox rows committed since then "
+                      "(outbox-relay reconcile --repair), then start the relay once with "
+                      "--accept-slot-loss, which creates the slot anew."};
         case pg::BootstrapRefusal::kSlotDroppedMeanwhile:
           return {kExitError, "replication slot " + config_.slot +
                                   " was created by another connection while the relay created "
@@ -509,13 +528,15 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
                       pg::slot_not_pgoutput_words(slot ? slot->slot_type : "?",
                                                   slot ? slot->plugin.value_or("") : "?")};
         case pg::BootstrapRefusal::kSlotLost:
-          return {kExitSlotLost,
-                  "replication slot " + config_.slot + " " + pg::slot_lost_words() + ": " +
-                      pg::slot_lost_consequence() + " (confirmed_flush_lsn " +
-                      (slot && slot->confirmed_flush_lsn ? slot->confirmed_flush_lsn->to_string()
-                                                         : "?") +
-                      "; max_slot_wal_keep_size). Drop the slot, start the relay to create a new "
-                      "one, and reconcile the outbox rows committed after that position."};
+          return {
+              kExitSlotLost,
+              "replication slot " + config_.slot + " " + pg::slot_lost_words() + ": " +
+                  pg::slot_lost_consequence() + " (confirmed_flush_lsn " +
+                  (slot && slot->confirmed_flush_lsn ? slot->confirmed_flush_lsn->to_string()
+                                                     : "?") +
+                  "; max_slot_wal_keep_size). Drop the slot, reconcile the outbox rows committed "
+                  "after that position (outbox-relay reconcile --repair), then start the relay "
+                  "once with --accept-slot-loss to create a new one."};
       }
       return {kExitError, "replication slot " + config_.slot + " cannot be used"};
     };
@@ -527,8 +548,19 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       options.part = part;
       // A standby is read-only: only the slot may be made there.
       options.create = config_.create && !(on_standby_ && part == pg::BootstrapPart::kPublication);
-      const pg::BootstrapResult r =
+      // A slot about to be created: first whether a slot of this name delivered before and is
+      // gone (check_progress_record()). Once per process: a slot the relay had and lost while
+      // running is kSlotVanished (exit 4) below.
+      const bool look_first =
+          part == pg::BootstrapPart::kSlot && options.create && !had_slot_ && kafka_ != nullptr;
+      if (look_first) options.create = false;
+      pg::BootstrapResult r =
           co_await pg::ensure_slot_and_publication(*conn_, options, config_.connect_timeout);
+      if (look_first && r.refusal == pg::BootstrapRefusal::kSlotMissing) {
+        co_await check_progress_record();
+        options.create = true;
+        r = co_await pg::ensure_slot_and_publication(*conn_, options, config_.connect_timeout);
+      }
       if (r.created_publication) {
         log_->info(
             "event=created_publication publication={} table={}", config_.publication,
@@ -537,6 +569,92 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       if (r.created_slot) log_->info("event=created_slot slot={}", config_.slot);
       if (r.refusal) throw FatalError(refused(*r.refusal, r.slot));
     }
+  }
+
+  // The slot is missing and about to be created. The progress record of this system and slot
+  // (progress_record.hpp) says whether a slot of that name delivered before: dropped or
+  // invalidated while the relay was down (max_slot_wal_keep_size, idle_replication_slot_timeout,
+  // a failover to a server without it, a restore, an operator), it takes with it the events
+  // committed after its last confirmed position, which a new slot starts past. That is said,
+  // with the positions, and the relay stops (exit 4) unless --accept-slot-loss. No record: a
+  // first start. Kafka unreachable: retried with backoff (nothing is created meanwhile).
+  awaitable<void> check_progress_record() {
+    if (!progress_worker_) progress_worker_ = std::make_unique<asio::thread_pool>(1);
+    // Named, then moved: GCC 12 destroys temporaries of a coroutine call in a co_await twice.
+    kafka::ConsumerConfig consumer{config_.producer.brokers, config_.producer.properties};
+    std::string topic = config_.checkpoint_topic;
+    std::string key = checkpoint_key();
+    const ProgressRead read =
+        co_await read_progress(*progress_worker_, std::move(consumer), std::move(topic),
+                               std::move(key), config_.connect_timeout);
+    if (read.refused) {
+      kafka_refused_ = true;
+      throw FatalError({kExitError, read.error + "; " + producers_->refusal_advice() + "; slot " +
+                                        config_.slot + " was not created"});
+    }
+    if (!read.error.empty()) {
+      throw KafkaUnavailable("reading the progress record of slot " + config_.slot + " in topic " +
+                             config_.checkpoint_topic + " before creating the slot: " + read.error);
+    }
+    if (!read.last && read.bad.empty()) co_return;
+    const std::string last = read.last ? read.last->to_string() : "'" + read.bad + "'";
+    if (config_.accept_slot_loss) {
+      ++metrics_.slot_losses_accepted;
+      log_->error(
+          "event=slot_loss_accepted slot={} delivered_through={} topic={} key={}: the slot was "
+          "dropped or invalidated after the relay delivered through {}; --accept-slot-loss "
+          "creates it anew, and events committed after {} and before the new slot may be missing "
+          "(outbox-relay reconcile finds and repairs them)",
+          config_.slot, last, config_.checkpoint_topic, quoted(checkpoint_key()), last, last);
+      co_return;
+    }
+    throw FatalError(
+        {kExitSlotLost,
+         "replication slot " + config_.slot + " does not exist, but its progress record (topic " +
+             config_.checkpoint_topic + ", key " + checkpoint_key() +
+             ") shows that the relay delivered through " + last +
+             " from a slot of that name: it was dropped or invalidated while the relay was down, "
+             "and a new slot would start past the events committed since then. Nothing was "
+             "created. Find and repair those events (outbox-relay reconcile --since the time of "
+             "that position --repair), then start the relay once with --accept-slot-loss"});
+  }
+
+  // At-least-once with Kafka: the checkpoint topic, compacted, made once per process (exactly-
+  // once makes it in KafkaTransactions::prepare()). Kafka away: progress records wait for the
+  // next session.
+  awaitable<void> ensure_progress_topic() {
+    if (exactly_once() || kafka_ == nullptr || progress_topic_ready_) co_return;
+    const std::string error = co_await kafka_->progress().create_compacted_topic(
+        config_.checkpoint_topic, std::chrono::seconds(10));
+    if (error.empty()) {
+      progress_topic_ready_ = true;
+    } else {
+      log_->warn("event=progress_record_failed slot={} topic={} error={}: retried next session",
+                 config_.slot, config_.checkpoint_topic, quoted(error));
+    }
+  }
+
+  // At-least-once: the progress record follows the confirmed position, at most every
+  // kProgressInterval (exactly-once writes one in every Kafka transaction).
+  void write_progress(Lsn confirmed) {
+    if (!progress_topic_ready_ || confirmed <= progress_written_ ||
+        Clock::now() - progress_at_ < kProgressInterval) {
+      return;
+    }
+    const std::string key = checkpoint_key();
+    const std::string value = progress_value(confirmed, on_standby_ ? std::nullopt : timeline_);
+    const kafka::ProduceResult r = kafka_->progress().produce(
+        kafka::Record{config_.checkpoint_topic, key, value, {}, 0}, kCheckpointOpaque);
+    if (r.status != kafka::ProduceStatus::kQueued) return;  // the next confirmation tries again
+    progress_written_ = confirmed;
+    progress_at_ = Clock::now();
+  }
+
+  void on_progress_delivery(const sink::Delivery& d) {
+    if (d.ok || d.error == progress_error_) return;
+    progress_error_ = d.error;  // said once per distinct error
+    log_->warn("event=progress_record_failed slot={} topic={} error={}", config_.slot,
+               config_.checkpoint_topic, quoted(d.error));
   }
 
   // The slot is confirmed up to what Kafka acknowledged, and never past the WAL position of the
@@ -672,6 +790,10 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   // others are the Pipeline's.
   void on_delivery(const sink::Delivery& d) {
     if (d.opaque == kCheckpointOpaque) {
+      if (!exactly_once()) {
+        on_progress_delivery(d);
+        return;
+      }
       transactions_.on_checkpoint_delivery(d);
     } else {
       pipeline_.on_delivery(d);
@@ -748,6 +870,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       log_->debug("event=confirmed slot={} lsn={} received={}", config_.slot, p.flush.to_string(),
                   pipeline_.received().to_string());
     }
+    if (!exactly_once() && kafka_ != nullptr) write_progress(p.flush);
     return true;
   }
 
@@ -828,6 +951,13 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   Clock::time_point stop_deadline_;       // a stop's end (--shutdown-timeout after it began)
   bool rewind_signalled_ = false;
   bool kafka_refused_ = false;  // a broker refused the credentials or certificate: exiting
+  // The progress record (progress_record.hpp): read on its own thread before a slot is created;
+  // at-least-once writes it (write_progress()).
+  std::unique_ptr<asio::thread_pool> progress_worker_;
+  bool progress_topic_ready_ = false;
+  Lsn progress_written_;
+  Clock::time_point progress_at_;
+  std::string progress_error_;
   Lsn last_rewind_at_;  // confirmed position at the last rewind  // wake_all() ran for the rewind
                         // under way
   Metrics metrics_;

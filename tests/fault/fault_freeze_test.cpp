@@ -10,11 +10,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
 #include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fault_fixture.hpp"
@@ -63,7 +63,11 @@ TEST_P(BrokerFreeze, RelayKeepsItsReplicationConnection) {
   std::size_t commits_at_freeze = 0;
   if (c.when == When::kFromStart) {
     // The broker hangs before the relay starts: it connects to PostgreSQL, starts the stream,
-    // and (exactly-once) waits for the transaction coordinator on its worker thread.
+    // and (exactly-once) waits for the transaction coordinator on its worker thread. The slot
+    // is made beforehand, as `setup` does: a relay that must create its slot first reads its
+    // progress record in Kafka (a slot lost while the relay was down is never replaced
+    // silently), so that one waits for the broker before streaming.
+    pg_->query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot_});
     pause.emplace();
     ASSERT_TRUE(pause->paused()) << "could not SIGSTOP the broker";
     relay = &start_relay(mode_args());

@@ -334,6 +334,9 @@ TEST_F(PublicationIntegration, SkippedChangesAreCounted) {
 // relay with a broker delivered them, the count drops to 0.
 TEST_F(PublicationIntegration, BacklogInMetricsWhileRunning) {
   create_outbox_table();
+  // The slot made beforehand, as `setup` does: a relay that must create it reads its progress
+  // record in Kafka first, and this one's Kafka is unreachable.
+  pg_->query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot_});
   const std::uint16_t port = free_port();
   RelayProcess& stuck = start_relay({"--brokers", "127.0.0.1:1", "--metrics-addr",
                                      "127.0.0.1:" + std::to_string(port), "--backlog-interval",

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -508,6 +509,98 @@ TEST_F(ReconcileParity, RepairedRecordsAreTheRelays) {
 // --format cloudevents (ce_* headers, content-type by the bytea column, --ce-source) with
 // --column-traceparent/--column-tracestate (an invalid traceparent left out, as the relay does)
 // over two outbox tables (--table twice, as the relay was run): the same records again, and
+// The slot is lost while the relay is down, and the relay is started again with the same flags,
+// as systemd restarts it. It used to make a new slot and stream from it: the events committed
+// in between never reached Kafka, and nothing said so. Now its progress record (topic
+// outbox-relay.checkpoints, key SYSTEM_ID/SLOT) shows that a slot of that name delivered: it
+// creates nothing and exits 4 naming the slot, the position it delivered through and the way
+// back. The advised way back: reconcile --repair, then one start with --accept-slot-loss, which
+// logs the acceptance as an error and streams again. Every event is then in Kafka once. Both
+// delivery modes (exactly-once's checkpoint is the record; at-least-once writes one as it
+// confirms).
+class SlotLoss : public ReconcileIntegration, public ::testing::WithParamInterface<bool> {
+ protected:
+  std::vector<std::string> mode_flags() const {
+    if (GetParam()) return {"--delivery", "exactly-once"};
+    return {};
+  }
+};
+
+TEST_P(SlotLoss, ARestartAfterTheSlotWasLostStopsAndTheAdvisedRecoveryLosesNothing) {
+  constexpr int kRelayed = 30, kMissed = 24, kAfter = 12;
+  RelayProcess& relay = start_relay(mode_flags());
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  insert_events(10, 3, 0);
+  {
+    KafkaReader reader(brokers_, topics_);
+    ASSERT_TRUE(
+        reader.read_until([&](const auto& records) { return records.size() >= kRelayed; }, 60s))
+        << reader.records().size() << " of " << kRelayed << " events relayed within 60 s";
+  }
+  // The progress record of this slot is in the checkpoint topic (at-least-once writes it within
+  // a confirmation or two).
+  {
+    KafkaReader checkpoints(brokers_, {"outbox-relay.checkpoints"});
+    const std::string suffix = "/" + slot_;
+    ASSERT_TRUE(checkpoints.read_until(
+        [&](const auto& records) {
+          return std::any_of(records.begin(), records.end(), [&](const Record& r) {
+            return r.key && r.key->size() > suffix.size() && r.key->ends_with(suffix);
+          });
+        },
+        60s))
+        << "no progress record of slot " << slot_ << "; see " << relay.log_path();
+  }
+  ASSERT_EQ(relay.terminate(30s), 0);
+  pg_->drop_slot_if_exists(slot_);
+  insert_events(8, 3, kRelayed);
+
+  // The restart: exit 4, one line naming the slot and the recovery, no slot made.
+  RelayProcess& restarted = start_relay(mode_flags());
+  const auto code = restarted.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
+                                << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("replication slot " + slot_ + " does not exist, but its progress record"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("--accept-slot-loss"), std::string::npos) << log;
+  EXPECT_EQ(log.find("event=created_slot"), std::string::npos) << log;
+  EXPECT_FALSE(pg_->slot_exists(slot_)) << "the relay made a new slot";
+  {
+    KafkaReader reader(brokers_, topics_);
+    reader.read_until([&](const auto& records) { return records.size() >= kRelayed; }, 30s);
+    reader.read_for(1s);
+    EXPECT_EQ(reader.records().size(), std::size_t{kRelayed}) << "the stopped relay sent more";
+  }
+
+  // The advised recovery: the missed rows repaired, then one start accepting the loss.
+  CommandResult repaired = reconcile({"--since", "10m", "--repair"});
+  ASSERT_EQ(repaired.exit_code, 0) << repaired.out << repaired.err;
+  std::vector<std::string> accept = mode_flags();
+  accept.push_back("--accept-slot-loss");
+  RelayProcess& accepted = start_relay(accept);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(accepted));
+  EXPECT_NE(read_file(accepted.log_path()).find("event=slot_loss_accepted"), std::string::npos)
+      << tail_file(accepted.log_path(), 20);
+  insert_events(4, 3, kRelayed + kMissed);
+  KafkaReader reader(brokers_, topics_);
+  constexpr std::size_t kAll = kRelayed + kMissed + kAfter;
+  ASSERT_TRUE(reader.read_until([&](const auto& records) { return records.size() >= kAll; }, 60s))
+      << reader.records().size() << " of " << kAll << " records";
+  reader.read_for(1s);
+  std::map<std::string, int> copies;
+  for (const Record& r : reader.records())
+    ++copies[r.headers.count("id") ? r.headers.at("id") : ""];
+  EXPECT_EQ(copies.size(), kAll);
+  for (const auto& [id, n] : copies) EXPECT_EQ(n, 1) << id;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SlotLoss, ::testing::Bool(), [](const auto& info) {
+  return std::string(info.param ? "ExactlyOnce" : "AtLeastOnce");
+});
+
 // the flags read from OUTBOX_RELAY_* variables as the relay's are.
 TEST_F(ReconcileParity, CloudEventsAndTraceContextOverTwoTables) {
   const std::string second = "public.outbox_rec2_" + suffix_;

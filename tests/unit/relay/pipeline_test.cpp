@@ -586,8 +586,7 @@ TEST_P(TimedOutDeliveryTest, RewindsAndSendsAgainBatched) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OnError, TimedOutDeliveryTest,
-                         ::testing::Values(OnError::kFail, OnError::kDlq),
-                         [](const auto& info) {
+                         ::testing::Values(OnError::kFail, OnError::kDlq), [](const auto& info) {
                            return std::string(info.param == OnError::kFail ? "Fail" : "Dlq");
                          });
 

@@ -52,6 +52,13 @@ struct ConsumedRecord {
   std::optional<std::string_view> id_header;  // last "id" header, nullopt when absent
 };
 
+// A broker refused the consumer's login or certificate (librdkafka would retry it for ever);
+// the message names the broker and the reason, never a secret.
+class RefusedError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Consumer {
  public:
   // Throws ConfigError for a bad property (the message names it).

@@ -107,6 +107,9 @@ class ReplicationConnection {
   void cancel();
 
   bool connected() const;
+  // Whether the server is still at the other end: what arrived is read into libpq's buffer (a
+  // stream's frames stay there for try_read()); a connection the server closed says false.
+  bool alive();
   int server_version() const;
   // `conninfo` (one or several hosts) narrowed to the server this connection reached (its host,
   // address and port; pin_conninfo()): another connection made with it reaches the same server.

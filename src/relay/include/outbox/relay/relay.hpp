@@ -49,6 +49,9 @@ struct RelayConfig {
   std::string slot = "outbox_relay";
   std::string publication = "outbox_relay";
   bool create = true;  // create publication and slot when missing
+  // A missing slot whose progress record shows that it delivered before (progress_record.hpp) is
+  // created anew anyway, the loss logged as an error and counted; without it the relay exits 4.
+  bool accept_slot_loss = false;
   mapping::MapperConfig mapper;
   kafka::ProducerConfig producer;
   std::chrono::milliseconds status_interval{10'000};

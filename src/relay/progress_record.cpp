@@ -1,0 +1,79 @@
+#include "progress_record.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <charconv>
+#include <stdexcept>
+#include <string_view>
+
+namespace outbox::relay {
+namespace asio = boost::asio;
+using asio::awaitable;
+using pgoutput::Lsn;
+
+namespace {
+
+// "LSN" (older relays) or "LSN timeline=N" into `out`; anything else is `bad`.
+void parse_value(std::string_view v, ProgressRead& out) {
+  const std::size_t space = v.find(' ');
+  out.last = Lsn::parse(v.substr(0, space));
+  out.timeline.reset();
+  if (out.last && space != std::string_view::npos) {
+    const std::string_view t = v.substr(space + 1);
+    std::uint32_t tli = 0;
+    const auto [p, ec] = t.starts_with("timeline=")
+                             ? std::from_chars(t.data() + 9, t.data() + t.size(), tli)
+                             : std::from_chars_result{t.data(), std::errc::invalid_argument};
+    if (ec == std::errc() && p == t.data() + t.size()) {
+      out.timeline = tli;
+    } else {
+      out.last.reset();
+    }
+  }
+  out.bad = out.last ? std::string() : std::string(v);
+}
+
+}  // namespace
+
+namespace {
+
+// The blocking read, as a coroutine of its own run on the worker (its parameters live in its
+// frame: a lambda with init-captures here was destroyed twice by GCC 12, a double free).
+awaitable<ProgressRead> read_blocking(kafka::ConsumerConfig config, std::string topic,
+                                      std::string key, std::chrono::milliseconds timeout) {
+  ProgressRead out;
+  try {
+    kafka::Consumer consumer(config);
+    const kafka::TopicPlan plan = consumer.plan(topic, std::nullopt, timeout);
+    consumer.read(
+        plan.partitions,
+        [&](const kafka::ConsumedRecord& r) {
+          if (r.key && *r.key == key && r.value) parse_value(*r.value, out);
+        },
+        timeout);
+  } catch (const kafka::RefusedError& e) {
+    out.error = e.what();
+    out.refused = true;
+  } catch (const std::runtime_error& e) {
+    out.error = e.what();
+  }
+  co_return out;
+}
+
+}  // namespace
+
+awaitable<ProgressRead> read_progress(asio::thread_pool& worker, kafka::ConsumerConfig config,
+                                      std::string topic, std::string key,
+                                      std::chrono::milliseconds timeout) {
+  awaitable<ProgressRead> task =
+      read_blocking(std::move(config), std::move(topic), std::move(key), timeout);
+  ProgressRead read =
+      co_await asio::co_spawn(worker.get_executor(), std::move(task), asio::use_awaitable);
+  co_return read;
+}
+
+std::string progress_value(Lsn lsn, std::optional<std::uint32_t> timeline) {
+  return timeline ? lsn.to_string() + " timeline=" + std::to_string(*timeline) : lsn.to_string();
+}
+
+}  // namespace outbox::relay
