@@ -11,6 +11,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <map>
@@ -467,7 +468,18 @@ void ReplicationConnection::cancel() {
 
 bool ReplicationConnection::alive() {
   PGconn* c = impl_->conn.get();
-  return c != nullptr && PQconsumeInput(c) == 1 && PQstatus(c) == CONNECTION_OK;
+  if (c == nullptr) return false;
+  const int fd = PQsocket(c);
+  // A read that returns data does not look for the end behind it: read until the socket holds
+  // nothing more, then peek for the end of the stream (a recv of 0 bytes).
+  for (int i = 0; i < 64; ++i) {
+    if (PQconsumeInput(c) != 1 || PQstatus(c) != CONNECTION_OK) return false;
+    char byte = 0;
+    const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return false;  // the server closed it
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK;
+  }
+  return true;  // data still arriving: alive
 }
 
 bool ReplicationConnection::connected() const {

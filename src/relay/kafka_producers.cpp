@@ -1,5 +1,7 @@
 #include "kafka_producers.hpp"
 
+#include <charconv>
+
 namespace outbox::relay {
 
 KafkaProducers::KafkaProducers(boost::asio::any_io_executor executor, const RelayConfig& config,
@@ -25,6 +27,18 @@ std::unique_ptr<kafka::Producer> KafkaProducers::make(const std::string& suffix)
     c.transactional_id = transactional_id_ + suffix;
   } else {
     c.properties.emplace_back("enable.gapless.guarantee", "true");
+    // librdkafka's message.timeout.ms fails the oldest queued records of a partition while later
+    // ones still go; the relay keeps the deadline (delivery_timeout()) and halts everything.
+    for (const auto& [key, value] : config_.producer.properties) {
+      if (key != "message.timeout.ms") continue;
+      long long ms = 0;
+      const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
+      delivery_timeout_.reset();
+      if (ec == std::errc() && p == value.data() + value.size() && ms > 0) {
+        delivery_timeout_ = std::chrono::milliseconds(ms);
+      }
+    }
+    c.properties.emplace_back("message.timeout.ms", "0");
   }
   return std::make_unique<kafka::Producer>(executor_, c, handlers_.delivery, handlers_.fatal,
                                            handlers_.refused);

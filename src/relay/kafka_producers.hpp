@@ -6,10 +6,12 @@
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "outbox/kafka/producer.hpp"
@@ -54,6 +56,10 @@ class KafkaProducers : public RecordSink {
   // No producers (the relay ends).
   void reset() override;
   std::string refusal_advice() const override;
+  // At-least-once: -X message.timeout.ms, which the relay keeps for itself (librdkafka gets 0).
+  std::optional<std::chrono::milliseconds> delivery_timeout() const override {
+    return delivery_timeout_;
+  }
 
  private:
   std::unique_ptr<kafka::Producer> make(const std::string& suffix);
@@ -62,6 +68,7 @@ class KafkaProducers : public RecordSink {
   const RelayConfig& config_;
   std::string transactional_id_;
   Handlers handlers_;
+  std::optional<std::chrono::milliseconds> delivery_timeout_;
   // Destroys renewed producers off the io_context's thread; joined last (declared first).
   kafka::ProducerReaper reaper_;
   std::unique_ptr<kafka::Producer> current_;

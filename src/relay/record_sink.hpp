@@ -5,9 +5,11 @@
 // Private to the relay; not thread-safe: the io_context's thread only.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "outbox/sink/record.hpp"
@@ -40,6 +42,9 @@ class RecordSink {
   virtual void renew() = 0;
   // Nothing left (the relay ends).
   virtual void reset() = 0;
+  // The relay's own delivery deadline (-X message.timeout.ms in at-least-once mode, taken from
+  // librdkafka: see Relay's watch_deliveries()); none: the sink's own.
+  virtual std::optional<std::chrono::milliseconds> delivery_timeout() const { return {}; }
   // What to check when the broker refuses the relay's credentials or certificate.
   virtual std::string refusal_advice() const = 0;
 };

@@ -91,6 +91,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
             },
             [this](const StatusReporter::Positions& p) { return send_status(p); }),
         backoff_timer_(io),
+        delivery_watch_(io),
         rng_(std::random_device{}()),
         pipeline_(config_, *this, metrics_, log_),
         checker_(io.get_executor(), config_, pipeline_, metrics_, log_,
@@ -144,6 +145,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
         fail({kExitError, std::string("unexpected error: ") + e.what()});
       }
       status_.stop();
+      delivery_watch_.cancel();
       checker_.cancel_timer();
       if (exactly_once() && transactions_.phase() == TxnPhase::kOpen && !stopping_ && !fatal_ &&
           !pipeline_.rewinding()) {
@@ -280,6 +282,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     wake_.cancel();
     pace_timer_.cancel();
     backoff_timer_.cancel();
+    delivery_watch_.cancel();
   }
 
   // A publication check is due or ended: the stream loop looks (a read wait is cut short only
@@ -369,6 +372,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     streamed = true;
     // Status updates from now on, also while Kafka is waited for below.
     status_.start();
+    watch_deliveries();
     // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
     // producer of it) and reads the checkpoint; what the server sends before it is skipped.
     if (exactly_once()) co_await transactions_.prepare();
@@ -706,11 +710,16 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
           continue;
         }
         try {
-          reading_wait_ = true;
+          // Reset on every way out: left true after a lost connection (pg::Error), it made the
+          // next check due cancel the next session's connect (event=unowned_cancel; before,
+          // "I/O error: Operation canceled", exit 1, after a PostgreSQL crash).
+          struct ReadingWait {
+            bool& flag;
+            explicit ReadingWait(bool& f) : flag(f) { flag = true; }
+            ~ReadingWait() { flag = false; }
+          } reading(reading_wait_);
           co_await conn_->wait_readable();
-          reading_wait_ = false;
         } catch (const boost::system::system_error& e) {
-          reading_wait_ = false;
           if (e.code() != asio::error::operation_aborted ||
               !(leaving() || checker_.due() || checker_.failed())) {
             throw;
@@ -781,6 +790,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   kafka::ProduceResult produce(const kafka::Record& record, std::uint64_t opaque,
                                Pipeline::Route route) override {
     if (exactly_once()) transactions_.before_record();
+    if (producers_->queued() == 0) last_report_ = Clock::now();  // the deadline starts now
     // Exactly-once: every record goes in the transaction (nothing else is in flight anyway).
     return producers_->produce(record, opaque, route == Pipeline::Route::kAlone);
   }
@@ -789,6 +799,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   // Every delivery report, of any producer: a checkpoint record's is the commit's; the
   // others are the Pipeline's.
   void on_delivery(const sink::Delivery& d) {
+    last_report_ = Clock::now();
     if (d.opaque == kCheckpointOpaque) {
       if (!exactly_once()) {
         on_progress_delivery(d);
@@ -839,6 +850,29 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     transactions_.producers_renewed();
     pipeline_.rewound();
     rewind_signalled_ = false;
+  }
+
+  // -X message.timeout.ms, at-least-once: the relay's deadline, not librdkafka's (which fails the
+  // oldest queued records while later ones of their partition still go: out of order). Records
+  // in flight and no report for that long: the broker did not answer; the producers are halted
+  // (every queued record fails at once) and the relay rewinds.
+  void watch_deliveries() {
+    const std::optional<std::chrono::milliseconds> timeout = producers_->delivery_timeout();
+    if (!timeout) return;
+    delivery_watch_.expires_after(std::min<std::chrono::milliseconds>(
+        std::chrono::seconds(1),
+        std::max<std::chrono::milliseconds>(*timeout / 5, std::chrono::milliseconds(10))));
+    delivery_watch_.async_wait([this, timeout](const boost::system::error_code& ec) {
+      if (ec || !conn_ || leaving()) return;
+      if (producers_->queued() > 0 && Clock::now() - last_report_ >= *timeout) {
+        pipeline_.begin_rewind("no delivery report within message.timeout.ms (" +
+                               std::to_string(timeout->count()) +
+                               " ms): the broker did not answer");
+        after_delivery();
+        return;
+      }
+      watch_deliveries();
+    });
   }
 
   // A status update soon when the confirmable position passed what the slot was last told
@@ -935,6 +969,8 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   asio::steady_timer pace_timer_;  // the read pause of stream()
   StatusReporter status_;
   asio::steady_timer backoff_timer_;
+  asio::steady_timer delivery_watch_;  // watch_deliveries()
+  Clock::time_point last_report_;      // the last delivery report, or the first record since
   std::mt19937_64 rng_;
   bool reading_wait_ = false;  // stream() waits on the replication socket
   bool waiting_ = false;
