@@ -925,7 +925,14 @@ class Takeover : public FaultTest {
         return *relays.back();
       };
       RelayProcess& active = start("active");
-      if (!wait_until([&] { return pg.slot_active(slot) && pg.slot_confirmed_flush(slot); }, 60s)) {
+      // Streaming, as its log says: the slot is also active while the relay creates it, and a
+      // standby started then took the slot first (failed once: "no standby").
+      if (!wait_until(
+              [&] {
+                return count_in_file(active.log_path(), "event=streaming") > 0 &&
+                       pg.slot_active(slot) && pg.slot_confirmed_flush(slot);
+              },
+              60s)) {
         f.error = "active relay not streaming";
         return f;
       }
