@@ -163,10 +163,11 @@ Table run_flags(Options& o) {
       flags::off("--no-create", r.create,
                  "do not create a missing publication or slot: fail instead"),
       flags::on("--accept-slot-loss", r.accept_slot_loss,
-                "create a missing slot even when the progress record in --checkpoint-topic\n"
-                "shows that a slot of that name delivered before (it was dropped or\n"
-                "invalidated while the relay was down): the events in between may be\n"
-                "missing; logged as an error and counted. Without it the relay exits 4"),
+                "go on past a loss the progress record (--checkpoint-topic, or\n"
+                "--nats-progress-bucket) shows: a missing slot that delivered before\n"
+                "(created anew), a slot confirmed past\n"
+                "the record, a server whose WAL ends before it; the events in between may\n"
+                "be missing; logged as an error and counted. Without it the relay exits 4"),
       flags::on("--failover", o.failover,
                 "a failover slot (PostgreSQL 17+), kept by standbys with\n"
                 "sync_replication_slots; warns when synchronized_standby_slots does not\n"
@@ -296,6 +297,23 @@ Table run_flags(Options& o) {
                           "(docs/jetstream.md)");
   rest.insert(rest.end(), std::make_move_iterator(nats.begin()),
               std::make_move_iterator(nats.end()));
+  rest.push_back(Flag("--nats-progress-bucket", "NAME",
+                      "JetStream key-value bucket of the relay's progress records with --nats,\n"
+                      "made when missing (what --checkpoint-topic is with Kafka; default\n"
+                      "outbox-relay-progress)",
+                      [&r](const std::string& flag, const std::string& value) {
+                        const bool ok = !value.empty() &&
+                                        value.find_first_not_of(
+                                            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789_-") == std::string::npos;
+                        if (!ok) {
+                          throw flags::rejected(flag,
+                                                "must be letters, digits, '-' and '_' (a "
+                                                "JetStream bucket name)");
+                        }
+                        r.nats_progress_bucket = value;
+                      })
+                     .defer());
   rest.push_back(help_flag(o.help));
   rest.push_back(flags::stop("--version", o.version, "print the version"));
   table.insert(table.end(), std::make_move_iterator(rest.begin()),

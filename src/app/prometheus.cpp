@@ -202,10 +202,11 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
            "(event=ghosts_published names the WAL range).",
            m.timeline_ghosts);
   w.single("outbox_relay_slot_losses_accepted_total", "counter",
-           "Times the relay created its slot anew although its progress record showed that a "
-           "slot of that name had delivered before (dropped or invalidated while the relay was "
-           "down), because --accept-slot-loss was given: events committed in between may be "
-           "missing (event=slot_loss_accepted names the range).",
+           "Times --accept-slot-loss let the relay go on past a loss its progress record showed: "
+           "a slot of that name gone (dropped or invalidated while the relay was down), a slot "
+           "confirmed past the record, or a server whose WAL ends before it; events committed in "
+           "between may be missing (event=slot_loss_accepted, slot_ahead_accepted or "
+           "server_behind_record_accepted names the range).",
            m.slot_losses_accepted);
   w.single("outbox_relay_backpressure_seconds_total", "counter",
            "Seconds spent not reading WAL because too much was in flight.", m.backpressure_seconds);

@@ -11,10 +11,8 @@ namespace asio = boost::asio;
 using asio::awaitable;
 using pgoutput::Lsn;
 
-namespace {
-
 // "LSN" (older relays) or "LSN timeline=N" into `out`; anything else is `bad`.
-void parse_value(std::string_view v, ProgressRead& out) {
+void parse_progress_value(std::string_view v, ProgressRead& out) {
   const std::size_t space = v.find(' ');
   out.last = Lsn::parse(v.substr(0, space));
   out.timeline.reset();
@@ -33,8 +31,6 @@ void parse_value(std::string_view v, ProgressRead& out) {
   out.bad = out.last ? std::string() : std::string(v);
 }
 
-}  // namespace
-
 namespace {
 
 // The blocking read, as a coroutine of its own run on the worker (its parameters live in its
@@ -48,7 +44,7 @@ awaitable<ProgressRead> read_blocking(kafka::ConsumerConfig config, std::string 
     consumer.read(
         plan.partitions,
         [&](const kafka::ConsumedRecord& r) {
-          if (r.key && *r.key == key && r.value) parse_value(*r.value, out);
+          if (r.key && *r.key == key && r.value) parse_progress_value(*r.value, out);
         },
         timeout);
   } catch (const kafka::RefusedError& e) {

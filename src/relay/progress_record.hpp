@@ -1,9 +1,11 @@
 // The relay's memory outside the slot: the last position it confirmed, per database system and
 // slot, as a record of the compacted checkpoint topic (--checkpoint-topic; key "SYSTEM_ID/SLOT",
 // value "LSN timeline=N", or "LSN" while decoding on a standby). Exactly-once writes it in every
-// Kafka transaction (KafkaTransactions); at-least-once writes it as the slot is confirmed (the
-// relay, at most every kProgressInterval). A relay about to create its slot reads it: a record
-// means a slot of that name delivered before and is gone (docs/failures.md).
+// Kafka transaction (KafkaTransactions); at-least-once writes it before the slot is confirmed
+// (the relay, at most every kProgressInterval), so that the slot is never ahead of it. Read on
+// every start: a record and no slot means a slot of that name delivered before and is gone; a
+// slot ahead of the record was moved by another client or made anew; a server whose WAL ends
+// before it is not the one the relay delivered from (docs/failures.md).
 // Private to the relay.
 #pragma once
 
@@ -17,15 +19,17 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "outbox/kafka/consumer.hpp"
 #include "outbox/pgoutput/lsn.hpp"
 
 namespace outbox::relay {
 
-// At-least-once: the progress record is written at most this often (a record costs one small
-// produce; the slot is confirmed every few hundred milliseconds under load).
-inline constexpr std::chrono::seconds kProgressInterval{5};
+// At-least-once: the progress record is written at most this often. The slot is confirmed only
+// through a recorded position, so this bounds how far the slot trails what Kafka acknowledged
+// (one small record each time; nothing per event).
+inline constexpr std::chrono::milliseconds kProgressInterval{100};
 
 struct ProgressRead {
   std::optional<pgoutput::Lsn> last;      // the last record of the key
@@ -41,6 +45,9 @@ boost::asio::awaitable<ProgressRead> read_progress(boost::asio::thread_pool& wor
                                                    kafka::ConsumerConfig config, std::string topic,
                                                    std::string key,
                                                    std::chrono::milliseconds timeout);
+
+// "LSN" or "LSN timeline=N" into `out` (last, timeline); anything else is out.bad.
+void parse_progress_value(std::string_view value, ProgressRead& out);
 
 // "LSN timeline=N", or "LSN" without a timeline.
 std::string progress_value(pgoutput::Lsn lsn, std::optional<std::uint32_t> timeline);

@@ -12,6 +12,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
+#include <deque>
 #include <exception>
 #include <optional>
 #include <random>
@@ -36,6 +37,7 @@
 #include "outbox/relay/status_reporter.hpp"
 #include "outbox/relay/txn_machine.hpp"
 #include "progress_record.hpp"
+#include "progress_store.hpp"
 #include "publication_checker.hpp"
 
 namespace outbox::relay {
@@ -66,6 +68,12 @@ constexpr std::chrono::milliseconds kConfirmDelay{100};
 constexpr std::chrono::seconds kSettleTimeout{5};
 
 constexpr std::uint64_t kCheckpointOpaque = KafkaTransactions::kCheckpointOpaque;
+static_assert((kProgressTag & kCheckpointOpaque) == 0);
+// A progress record without a report this long is taken as lost and written again.
+constexpr std::chrono::seconds kProgressLost{30};
+constexpr std::size_t kProgressPendingMax = 64;
+// The progress topic could not be made: tried again this long after.
+constexpr std::chrono::seconds kProgressRetry{5};
 constexpr const char* kSpareSuffix = KafkaProducers::kSpareSuffix;
 
 // Frames handled between two turns of the io_context.
@@ -86,13 +94,15 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
         status_(
             io.get_executor(), config_.status_interval, kConfirmDelay,
             [this] {
-              const Lsn flush = confirm_lsn();
+              const Lsn flush = slot_confirm_lsn();
               return StatusReporter::Positions{std::max(flush, pipeline_.acknowledged()), flush};
             },
             [this](const StatusReporter::Positions& p) { return send_status(p); }),
         backoff_timer_(io),
         delivery_watch_(io),
         rng_(std::random_device{}()),
+        progress_timer_(io),
+        progress_wait_(io),
         pipeline_(config_, *this, metrics_, log_),
         checker_(io.get_executor(), config_, pipeline_, metrics_, log_,
                  {[this] { return conn_ && !leaving(); }, [this] { return leaving(); },
@@ -188,6 +198,9 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
           "again on the next start",
           config_.slot, pipeline_.tracker().inflight_events(), confirm_lsn().to_string());
     }
+    // Nothing may make a producer again (write_progress(), ensure_progress_topic()): a client
+    // made now would keep the io_context, and the process, running.
+    sink_closed_ = true;
     producers_->reset();
     if (fatal_) {
       log_->error("event=fatal slot={} exit_code={} confirmed={} error={}", config_.slot,
@@ -234,12 +247,17 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     RecordSink::Handlers handlers{[this](const sink::Delivery& d) { on_delivery(d); },
                                   [this](const std::string& m) { on_producer_fatal(m); },
                                   [this](const std::string& m) { on_sink_refused(m); }};
+    ProgressStore::Written written = [this](std::uint64_t seq, const std::string& error) {
+      on_progress_written(seq, error);
+    };
     if (!config_.nats.urls.empty()) {
+      progress_ = nats_progress_store(io_.get_executor(), config_, std::move(written));
       return std::make_unique<NatsPublishers>(io_.get_executor(), config_, std::move(handlers));
     }
     auto kafka = std::make_unique<KafkaProducers>(io_.get_executor(), config_, transactional_id(),
                                                   std::move(handlers));
     kafka_ = kafka.get();
+    progress_ = kafka_progress_store(*kafka, config_, std::move(written));
     return kafka;
   }
 
@@ -283,6 +301,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     pace_timer_.cancel();
     backoff_timer_.cancel();
     delivery_watch_.cancel();
+    progress_wait_.cancel();
   }
 
   // A publication check is due or ended: the stream loop looks (a read wait is cut short only
@@ -350,7 +369,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       }
     }
     timeline_ = sys.timeline;
-    co_await ensure_publication_and_slot();
+    const std::optional<pg::SlotState> found_slot = co_await ensure_publication_and_slot();
     // Before the stream starts, on every connect: refuse a publication that hides outbox inserts.
     co_await checker_.check();
     // No re-send of what Kafka acknowledged (Pipeline::resume): let what is in flight be
@@ -373,10 +392,20 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     // Status updates from now on, also while Kafka is waited for below.
     status_.start();
     watch_deliveries();
+    // A slot that existed is compared with the progress record (verify_record()).
+    ++session_gen_;
+    record_verified_ = !found_slot || progress_ == nullptr;
+    session_from_ = found_slot ? found_slot->confirmed_flush_lsn.value_or(Lsn{}) : Lsn{};
+    if (!record_verified_) {
+      if (exactly_once()) {
+        co_await verify_record(*found_slot, sys, session_gen_);
+      } else {
+        asio::co_spawn(io_, verify_record(*found_slot, sys, session_gen_), asio::detached);
+      }
+    }
     // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
     // producer of it) and reads the checkpoint; what the server sends before it is skipped.
     if (exactly_once()) co_await transactions_.prepare();
-    co_await ensure_progress_topic();
     set_state(State::kStreaming, "");
     log_->info("event=streaming slot={} publication={} server_wal={} timeline={} start={}",
                config_.slot, config_.publication, sys.xlogpos.to_string(), sys.timeline,
@@ -497,7 +526,10 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   // The publication and the slot (pg::SlotBootstrap, as the setup command): created when missing
   // unless --no-create; a slot that vanished after the relay had it, or was invalidated, is a
   // loss (kExitSlotLost). The publication first, logged before the slot is looked at.
-  awaitable<void> ensure_publication_and_slot() {
+  // Returns the slot when it existed (not created now): it is checked against the progress
+  // record once streaming holds it (verify_record()).
+  awaitable<std::optional<pg::SlotState>> ensure_publication_and_slot() {
+    std::optional<pg::SlotState> found_slot;
     const auto& m = config_.mapper;
     auto refused = [&](pg::BootstrapRefusal r, const std::optional<pg::SlotState>& slot) -> Fatal {
       switch (r) {
@@ -556,14 +588,18 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       // gone (check_progress_record()). Once per process: a slot the relay had and lost while
       // running is kSlotVanished (exit 4) below.
       const bool look_first =
-          part == pg::BootstrapPart::kSlot && options.create && !had_slot_ && kafka_ != nullptr;
+          part == pg::BootstrapPart::kSlot && options.create && !had_slot_ && progress_ != nullptr;
       if (look_first) options.create = false;
       pg::BootstrapResult r =
           co_await pg::ensure_slot_and_publication(*conn_, options, config_.connect_timeout);
+      std::optional<Lsn> accepted;  // a loss accepted: the record moves to the new slot
       if (look_first && r.refusal == pg::BootstrapRefusal::kSlotMissing) {
-        co_await check_progress_record();
+        accepted = co_await check_missing_slot();
         options.create = true;
         r = co_await pg::ensure_slot_and_publication(*conn_, options, config_.connect_timeout);
+        if (accepted && r.created_slot) accepted = r.created_slot;
+      } else if (part == pg::BootstrapPart::kSlot && r.ok() && !r.created_slot) {
+        found_slot = r.slot;
       }
       if (r.created_publication) {
         log_->info(
@@ -572,93 +608,331 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       }
       if (r.created_slot) log_->info("event=created_slot slot={}", config_.slot);
       if (r.refusal) throw FatalError(refused(*r.refusal, r.slot));
+      if (accepted) co_await record_accepted(*accepted);
     }
+    co_return found_slot;
   }
 
-  // The slot is missing and about to be created. The progress record of this system and slot
-  // (progress_record.hpp) says whether a slot of that name delivered before: dropped or
-  // invalidated while the relay was down (max_slot_wal_keep_size, idle_replication_slot_timeout,
-  // a failover to a server without it, a restore, an operator), it takes with it the events
-  // committed after its last confirmed position, which a new slot starts past. That is said,
-  // with the positions, and the relay stops (exit 4) unless --accept-slot-loss. No record: a
-  // first start. Kafka unreachable: retried with backoff (nothing is created meanwhile).
-  awaitable<void> check_progress_record() {
-    if (!progress_worker_) progress_worker_ = std::make_unique<asio::thread_pool>(1);
-    // Named, then moved: GCC 12 destroys temporaries of a coroutine call in a co_await twice.
-    kafka::ConsumerConfig consumer{config_.producer.brokers, config_.producer.properties};
-    std::string topic = config_.checkpoint_topic;
+  // The progress record of this system and slot (progress_record.hpp), read on a thread of its
+  // own. The broker refusing the relay: exit 1; unreachable: retried with backoff (nothing is
+  // created or streamed meanwhile).
+  awaitable<ProgressRead> read_record(const std::string& before) {
     std::string key = checkpoint_key();
-    const ProgressRead read =
-        co_await read_progress(*progress_worker_, std::move(consumer), std::move(topic),
-                               std::move(key), config_.connect_timeout);
+    ProgressRead read = co_await progress_->read(std::move(key), config_.connect_timeout);
     if (read.refused) {
       kafka_refused_ = true;
-      throw FatalError({kExitError, read.error + "; " + producers_->refusal_advice() + "; slot " +
-                                        config_.slot + " was not created"});
+      throw FatalError({kExitError, read.error + "; " + producers_->refusal_advice() + "; " +
+                                        before + " did not go on"});
     }
     if (!read.error.empty()) {
-      throw KafkaUnavailable("reading the progress record of slot " + config_.slot + " in topic " +
-                             config_.checkpoint_topic + " before creating the slot: " + read.error);
+      throw KafkaUnavailable("reading the progress record of slot " + config_.slot + " in " +
+                             progress_->where() + " before " + before + ": " + read.error);
     }
-    if (!read.last && read.bad.empty()) co_return;
-    const std::string last = read.last ? read.last->to_string() : "'" + read.bad + "'";
+    if (read.last && *read.last > progress_acked_) progress_acked_ = *read.last;
+    co_return read;
+  }
+
+  std::string record_words() const {
+    return "its progress record (" + progress_->where() + ", key " + checkpoint_key() + ")";
+  }
+
+  // A loss found on start: with --accept-slot-loss said as an error and counted, the stream goes
+  // on; without, the relay stops (exit 4) before anything is created or streamed.
+  void loss_found(const std::string& event, const std::string& what, const std::string& from,
+                  const std::string& held) {
     if (config_.accept_slot_loss) {
       ++metrics_.slot_losses_accepted;
       log_->error(
-          "event=slot_loss_accepted slot={} delivered_through={} topic={} key={}: the slot was "
-          "dropped or invalidated after the relay delivered through {}; --accept-slot-loss "
-          "creates it anew, and events committed after {} and before the new slot may be missing "
-          "(outbox-relay reconcile finds and repairs them)",
-          config_.slot, last, config_.checkpoint_topic, quoted(checkpoint_key()), last, last);
-      co_return;
+          "event={} slot={} store={} key={}: {}; --accept-slot-loss goes on, and events "
+          "committed after {} may be missing (outbox-relay reconcile finds and repairs them)",
+          event, config_.slot, quoted(progress_->where()), quoted(checkpoint_key()), what, from);
+      return;
     }
-    throw FatalError(
-        {kExitSlotLost,
-         "replication slot " + config_.slot + " does not exist, but its progress record (topic " +
-             config_.checkpoint_topic + ", key " + checkpoint_key() +
-             ") shows that the relay delivered through " + last +
-             " from a slot of that name: it was dropped or invalidated while the relay was down, "
-             "and a new slot would start past the events committed since then. Nothing was "
-             "created. Find and repair those events (outbox-relay reconcile --since the time of "
-             "that position --repair), then start the relay once with --accept-slot-loss"});
+    throw FatalError({kExitSlotLost, what + ". " + held +
+                                         ". Find and repair those events (outbox-relay reconcile "
+                                         "--since the time of " +
+                                         from +
+                                         " --repair), then start the relay once with "
+                                         "--accept-slot-loss"});
   }
 
-  // At-least-once with Kafka: the checkpoint topic, compacted, made once per process (exactly-
-  // once makes it in KafkaTransactions::prepare()). Kafka away: progress records wait for the
-  // next session.
+  // The slot is missing and about to be created. The progress record says whether a slot of
+  // that name delivered before: dropped or invalidated while the relay was down
+  // (max_slot_wal_keep_size, idle_replication_slot_timeout, a failover to a server without it, a
+  // restore, an operator), it takes with it the events committed after its last confirmed
+  // position, which a new slot starts past. No record: a first start. Returns the recorded
+  // position when the loss is accepted.
+  awaitable<std::optional<Lsn>> check_missing_slot() {
+    const ProgressRead read = co_await read_record("creating slot " + config_.slot);
+    if (!read.last && read.bad.empty()) co_return std::nullopt;
+    const std::string last = read.last ? read.last->to_string() : "'" + read.bad + "'";
+    loss_found("slot_loss_accepted",
+               "replication slot " + config_.slot + " does not exist, but " + record_words() +
+                   " shows that the relay delivered through " + last +
+                   " from a slot of that name: it was dropped or invalidated while the relay was "
+                   "down, and a new slot starts past the events committed since then",
+               last, "Nothing was created or streamed");
+    co_return read.last.value_or(Lsn{});
+  }
+
+  // The slot exists: it must not be ahead of what the relay recorded, and the server's WAL must
+  // reach the recorded position. The relay confirms the slot only through positions its record
+  // holds (at-least-once: slot_confirm_lsn(); exactly-once: the committed checkpoint), so a slot
+  // ahead of the record was moved by another client (pg_replication_slot_advance, a consumer of
+  // pg_logical_slot_get_changes, a relay with other flags) or made anew after the record: the
+  // events between were never delivered. A server whose WAL ends before the record on the
+  // record's timeline is not the one the relay delivered from (restored from a backup, another
+  // cluster at the same address). Returns the position the record moves to when accepted.
+  awaitable<std::optional<Lsn>> check_slot_against_record(const pg::SlotState& slot,
+                                                          const pg::SystemInfo& sys) {
+    const ProgressRead read = co_await read_record("streaming from slot " + config_.slot);
+    if (!read.last) co_return std::nullopt;  // a first start (a bad value waits for creation)
+    const Lsn recorded = *read.last;
+    const Lsn confirmed = slot.confirmed_flush_lsn.value_or(Lsn{});
+    if (!on_standby_ && read.timeline && *read.timeline == sys.timeline && recorded > sys.xlogpos) {
+      loss_found("server_behind_record_accepted",
+                 "the server's WAL ends at " + sys.xlogpos.to_string() + " on timeline " +
+                     std::to_string(sys.timeline) + ", before " + recorded.to_string() +
+                     ", through which " + record_words() +
+                     " shows the relay delivered on that timeline: the server was restored from "
+                     "a backup or is not the one the relay delivered from. Kafka holds events of "
+                     "transactions this server does not have, and events it commits at positions "
+                     "up to " +
+                     recorded.to_string() + " may be taken for delivered",
+                 confirmed.to_string(), held_words());
+      co_return confirmed;
+    }
+    if (confirmed > recorded) {
+      loss_found("slot_ahead_accepted",
+                 "replication slot " + config_.slot + " is confirmed through " +
+                     confirmed.to_string() + ", past " + recorded.to_string() + ", through which " +
+                     record_words() +
+                     " shows the relay delivered: another client moved the slot, or it was "
+                     "dropped and made anew since; the events committed between " +
+                     recorded.to_string() + " and " + confirmed.to_string() +
+                     " were never delivered and the slot would skip them",
+                 recorded.to_string(), held_words());
+      co_return confirmed;
+    }
+    co_return std::nullopt;
+  }
+
+  // What a start stopped by check_slot_against_record() left as it was: exactly-once checks
+  // before anything is streamed; at-least-once beside the stream, confirming nothing meanwhile.
+  std::string held_words() const {
+    return exactly_once() ? "Nothing was streamed"
+                          : "Neither the slot nor the progress record moved (events read "
+                            "meanwhile were sent and will be sent again)";
+  }
+
+  // check_slot_against_record() while the stream holds the slot (status updates go on); Kafka
+  // away is waited out here with backoff, on the same connection. Exactly-once awaits it before
+  // KafkaTransactions::prepare(): nothing is committed, so the checkpoint cannot move past a gap
+  // unseen. At-least-once runs it beside the stream: events are produced meanwhile, but neither
+  // the slot nor the record moves until it passed (slot_confirm_lsn(), write_progress()). Ends
+  // with its session (`gen`), a stop or a failure; a loss found is the relay's failure.
+  awaitable<void> verify_record(pg::SlotState slot, pg::SystemInfo sys, std::uint64_t gen) {
+    // A stop or a failure lets a comparison under way finish (flush_progress() waits for it,
+    // to record what was delivered), but nothing is tried again and no loss is recorded.
+    auto current = [&] { return gen == session_gen_ && !stopping_ && !fatal_; };
+    verifying_ = true;
+    struct Done {
+      Impl& self;
+      ~Done() {
+        self.verifying_ = false;
+        if (self.waiting_) self.wake_.cancel();
+      }
+    } done{*this};
+    int attempt = 0;
+    while (current()) {
+      std::string error;
+      try {
+        const std::optional<Lsn> accepted = co_await check_slot_against_record(slot, sys);
+        if (gen != session_gen_ || (accepted && !current())) co_return;
+        if (accepted) co_await record_accepted(*accepted);
+        if (gen != session_gen_) co_return;
+        record_verified_ = true;
+        log_->info("event=progress_verified slot={} store={} slot_confirmed={}", config_.slot,
+                   quoted(progress_->where()),
+                   slot.confirmed_flush_lsn.value_or(Lsn{}).to_string());
+        write_progress();
+        co_return;
+      } catch (const KafkaUnavailable& e) {
+        error = e.what();
+      } catch (const FatalError& f) {
+        if (!current()) co_return;
+        if (exactly_once()) throw;
+        fail(f.fatal);
+        co_return;
+      }
+      if (!current()) co_return;
+      const auto delay = backoff(attempt++);
+      if (exactly_once()) waiting_for_kafka("waiting for Kafka: " + error);
+      log_->warn("event=kafka_unavailable slot={} attempt={} in_ms={} reason={}", config_.slot,
+                 attempt, delay.count(), quoted(error));
+      co_await wait_progress(Clock::now() + delay);
+    }
+  }
+
+  // Waits on the progress timer until `until`, a progress record's report, or a stop.
+  awaitable<void> wait_progress(Clock::time_point until) {
+    progress_wait_.expires_at(until);
+    boost::system::error_code ec;
+    co_await progress_wait_.async_wait(asio::redirect_error(use_awaitable, ec));
+  }
+
+  // A loss accepted: the record moves to the slot's position at once, so that the next start
+  // does not stop on the same loss again.
+  awaitable<void> record_accepted(Lsn lsn) {
+    co_await ensure_progress_topic();
+    if (!progress_topic_ready_) {
+      throw KafkaUnavailable("making " + progress_->where() + " for the progress record of slot " +
+                             config_.slot);
+    }
+    progress_at_ = {};
+    write_progress(lsn);
+    const auto deadline = Clock::now() + config_.connect_timeout;
+    while (progress_acked_ < lsn && !stopping_ && !fatal_ && Clock::now() < deadline) {
+      co_await wait_progress(deadline);
+    }
+    if (progress_acked_ < lsn && !stopping_ && !fatal_) {
+      throw KafkaUnavailable("writing the progress record of slot " + config_.slot + " to " +
+                             progress_->where() + ": " +
+                             progress_error_.value_or("no acknowledgement"));
+    }
+    log_->info("event=progress_recorded slot={} lsn={}", config_.slot, lsn.to_string());
+  }
+
+  // The checkpoint topic, compacted (exactly-once also makes it in
+  // KafkaTransactions::prepare()). Kafka away: said, and tried again by the next record due.
   awaitable<void> ensure_progress_topic() {
-    if (exactly_once() || kafka_ == nullptr || progress_topic_ready_) co_return;
-    const std::string error = co_await kafka_->progress().create_compacted_topic(
-        config_.checkpoint_topic, std::chrono::seconds(10));
+    if (progress_ == nullptr || progress_topic_ready_ || sink_closed_) co_return;
+    const std::string error = co_await progress_->ensure(std::chrono::seconds(10));
     if (error.empty()) {
       progress_topic_ready_ = true;
-    } else {
-      log_->warn("event=progress_record_failed slot={} topic={} error={}: retried next session",
-                 config_.slot, config_.checkpoint_topic, quoted(error));
+    } else if (error != progress_error_) {
+      progress_error_ = error;
+      log_->warn(
+          "event=progress_record_failed slot={} store={} error={}: the slot is confirmed once a "
+          "record is written",
+          config_.slot, quoted(progress_->where()), quoted(error));
     }
   }
 
-  // At-least-once: the progress record follows the confirmed position, at most every
-  // kProgressInterval (exactly-once writes one in every Kafka transaction).
-  void write_progress(Lsn confirmed) {
-    if (!progress_topic_ready_ || confirmed <= progress_written_ ||
-        Clock::now() - progress_at_ < kProgressInterval) {
+  // In the background, for write_progress(): the record is written once the topic is there.
+  awaitable<void> make_progress_topic() {
+    co_await ensure_progress_topic();
+    progress_topic_pending_ = false;
+    if (!progress_topic_ready_) progress_at_ = Clock::now();  // the next try after the interval
+    write_progress();
+    if (waiting_) wake_.cancel();  // flush_progress() waits for it
+  }
+
+  // At-least-once with Kafka: the slot is confirmed only through a position the progress record
+  // holds (so that a slot ahead of the record was moved by another client, or made anew:
+  // check_slot_against_record()).
+  bool records_progress() const { return !exactly_once() && progress_ != nullptr; }
+
+  // The position the slot is told: the confirmable one, and, when the relay records its
+  // progress, not past the last record Kafka acknowledged.
+  Lsn slot_confirm_lsn() const {
+    const Lsn c = confirm_lsn();
+    return records_progress() ? std::min(c, progress_acked_) : c;
+  }
+
+  // The progress record follows the confirmable position, at most every kProgressInterval
+  // (one small record; a timer writes the one due meanwhile). `lsn`: a position to record now.
+  void write_progress(std::optional<Lsn> lsn = std::nullopt) {
+    // Nothing before the slot was compared with the record: a record written now would hide
+    // a gap from the comparison.
+    if (!lsn && (!records_progress() || !record_verified_)) return;
+    if (sink_closed_) return;
+    const Lsn target = lsn.value_or(confirm_lsn());
+    const auto now = Clock::now();
+    if (!progress_topic_ready_) {
+      if (!progress_topic_pending_ && now - progress_at_ >= kProgressRetry) {
+        progress_topic_pending_ = true;
+        asio::co_spawn(io_, make_progress_topic(), asio::detached);
+      }
+      return;
+    }
+    // A report that never came (its producer was replaced): written again.
+    if (progress_written_ > progress_acked_ && now - progress_at_ > kProgressLost) {
+      progress_written_ = progress_acked_;
+    }
+    if (target <= progress_written_ || progress_timer_armed_) return;
+    if (now - progress_at_ < kProgressInterval) {
+      progress_timer_armed_ = true;
+      progress_timer_.expires_at(progress_at_ + kProgressInterval);
+      progress_timer_.async_wait([this](const boost::system::error_code& ec) {
+        progress_timer_armed_ = false;
+        if (!ec) write_progress();
+      });
       return;
     }
     const std::string key = checkpoint_key();
-    const std::string value = progress_value(confirmed, on_standby_ ? std::nullopt : timeline_);
-    const kafka::ProduceResult r = kafka_->progress().produce(
-        kafka::Record{config_.checkpoint_topic, key, value, {}, 0}, kCheckpointOpaque);
-    if (r.status != kafka::ProduceStatus::kQueued) return;  // the next confirmation tries again
-    progress_written_ = confirmed;
-    progress_at_ = Clock::now();
+    const std::string value = progress_value(target, on_standby_ ? std::nullopt : timeline_);
+    const std::uint64_t seq = ++progress_seq_;
+    progress_at_ = now;  // a write not queued is tried again after the interval
+    if (!progress_->write(key, value, seq)) return;
+    if (progress_pending_.size() >= kProgressPendingMax) progress_pending_.pop_front();
+    progress_pending_.emplace_back(seq, target);
+    progress_written_ = target;
   }
 
-  void on_progress_delivery(const sink::Delivery& d) {
-    if (d.ok || d.error == progress_error_) return;
-    progress_error_ = d.error;  // said once per distinct error
-    log_->warn("event=progress_record_failed slot={} topic={} error={}", config_.slot,
-               config_.checkpoint_topic, quoted(d.error));
+  // A progress record's outcome (ProgressStore::Written): `error` empty when stored.
+  void on_progress_written(std::uint64_t seq, const std::string& error) {
+    std::optional<Lsn> lsn;
+    while (!progress_pending_.empty() && progress_pending_.front().first <= seq) {
+      if (progress_pending_.front().first == seq) lsn = progress_pending_.front().second;
+      progress_pending_.pop_front();
+    }
+    if (error.empty()) {
+      progress_error_.reset();
+      if (lsn && *lsn > progress_acked_) progress_acked_ = *lsn;
+      status_.confirm_soon();
+      if (waiting_) wake_.cancel();
+      progress_wait_.cancel();
+      return;
+    }
+    // Written again after the interval, when the next confirmation or the timer comes.
+    progress_written_ = progress_acked_;
+    if (error != progress_error_) {
+      log_->warn(
+          "event=progress_record_failed slot={} store={} error={}: the slot is confirmed once "
+          "a record is written",
+          config_.slot, quoted(progress_->where()), quoted(error));
+    }
+    progress_error_ = error;  // said once per distinct error
+    write_progress();
+  }
+
+  // At a stop: the last confirmable position is recorded before the final confirmation, so that
+  // the next start sends nothing delivered again. Bounded: `deadline`, at least a second.
+  awaitable<void> flush_progress(Clock::time_point deadline) {
+    // Only the relay's end: a rewind's session confirms again soon after.
+    if (!records_progress() || kafka_refused_ || !(stopping_ || fatal_)) co_return;
+    const Lsn target = confirm_lsn();
+    if (target <= progress_acked_) co_return;
+    const auto until = std::max(deadline, Clock::now() + std::chrono::seconds(1));
+    // A stop soon after a start or a rewind, while verify_record() is under way: its comparison
+    // ends first (nothing is recorded before it), when something was delivered since the start.
+    if (!record_verified_ && target > session_from_) {
+      while (verifying_ && !record_verified_ && Clock::now() < until) {
+        co_await wait_for_change(until);
+      }
+    }
+    if (!record_verified_) co_return;
+    progress_timer_.cancel();
+    progress_timer_armed_ = false;
+    progress_at_ = {};
+    write_progress();
+    if (progress_written_ < target && !progress_topic_pending_) co_return;  // nothing under way
+    // Also while the topic is being made: its call holds the progress producer, which the stop
+    // is about to end.
+    while ((progress_acked_ < target || progress_topic_pending_) && Clock::now() < until) {
+      co_await wait_for_change(until);
+    }
   }
 
   // The slot is confirmed up to what Kafka acknowledged, and never past the WAL position of the
@@ -800,11 +1074,8 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   // others are the Pipeline's.
   void on_delivery(const sink::Delivery& d) {
     last_report_ = Clock::now();
+    if (progress_ && progress_->take(d)) return;
     if (d.opaque == kCheckpointOpaque) {
-      if (!exactly_once()) {
-        on_progress_delivery(d);
-        return;
-      }
       transactions_.on_checkpoint_delivery(d);
     } else {
       pipeline_.on_delivery(d);
@@ -880,6 +1151,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   void confirm_soon() {
     if (!conn_ || leaving()) return;
     if (pipeline_.waiting_for_check()) checker_.schedule();
+    write_progress();
     status_.confirm_soon();
   }
 
@@ -904,7 +1176,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       log_->debug("event=confirmed slot={} lsn={} received={}", config_.slot, p.flush.to_string(),
                   pipeline_.received().to_string());
     }
-    if (!exactly_once() && kafka_ != nullptr) write_progress(p.flush);
+    write_progress();
     return true;
   }
 
@@ -948,10 +1220,12 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       }
     }
     co_await final_check();
+    co_await flush_progress(deadline);
     send_status_now();
     status_.stop();
+    progress_timer_.cancel();
     log_->info("event=final_confirm slot={} lsn={} unacknowledged={}", config_.slot,
-               confirm_lsn().to_string(), pipeline_.tracker().inflight_events());
+               slot_confirm_lsn().to_string(), pipeline_.tracker().inflight_events());
     try {
       co_await conn_->end_copy(std::chrono::seconds(5));
     } catch (const std::exception& e) {
@@ -962,7 +1236,10 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   asio::io_context& io_;
   RelayConfig config_;
   std::shared_ptr<spdlog::logger> log_;
-  KafkaProducers* kafka_ = nullptr;        // the sink when it is Kafka (set by make_sink())
+  KafkaProducers* kafka_ = nullptr;  // the sink when it is Kafka (set by make_sink())
+  // Where the progress record lives (progress_store.hpp); made with the sink (make_sink()), so
+  // declared before it.
+  std::unique_ptr<ProgressStore> progress_;
   std::unique_ptr<RecordSink> producers_;  // Kafka's producers or NATS's publisher
   std::unique_ptr<pg::ReplicationConnection> conn_;
   asio::steady_timer wake_;
@@ -989,11 +1266,22 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   bool kafka_refused_ = false;  // a broker refused the credentials or certificate: exiting
   // The progress record (progress_record.hpp): read on its own thread before a slot is created;
   // at-least-once writes it (write_progress()).
-  std::unique_ptr<asio::thread_pool> progress_worker_;
   bool progress_topic_ready_ = false;
-  Lsn progress_written_;
+  bool progress_topic_pending_ = false;  // make_progress_topic() under way
+  bool sink_closed_ = false;             // run() ended: the producers are gone for good
+  bool record_verified_ = false;         // the slot was compared with the record this session
+  bool verifying_ = false;               // verify_record() runs
+  Lsn session_from_;                     // the slot's confirmed position when the session began
+  std::uint64_t session_gen_ = 0;
+  Lsn progress_written_;  // the last record produced
+  Lsn progress_acked_;    // the last record Kafka acknowledged (or read at start)
   Clock::time_point progress_at_;
-  std::string progress_error_;
+  std::optional<std::string> progress_error_;
+  std::uint64_t progress_seq_ = 0;
+  std::deque<std::pair<std::uint64_t, Lsn>> progress_pending_;  // records awaiting a report
+  asio::steady_timer progress_timer_;
+  asio::steady_timer progress_wait_;  // wait_progress()
+  bool progress_timer_armed_ = false;
   Lsn last_rewind_at_;  // confirmed position at the last rewind  // wake_all() ran for the rewind
                         // under way
   Metrics metrics_;

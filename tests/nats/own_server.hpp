@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace outbox_test::nats {
 
@@ -40,17 +41,29 @@ inline void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
 }
 
+// The subjects the relay publishes to for its progress record in the default bucket
+// (docs/jetstream.md, permissions): JetStream's API for that bucket's stream, and its keys.
+inline std::vector<std::string> progress_bucket_subjects() {
+  return {"$JS.API.STREAM.INFO.KV_outbox-relay-progress",
+          "$JS.API.STREAM.CREATE.KV_outbox-relay-progress",
+          "$JS.API.DIRECT.GET.KV_outbox-relay-progress.>",
+          "$JS.API.STREAM.MSG.GET.KV_outbox-relay-progress", "$KV.outbox-relay-progress.>"};
+}
+
 // Users: admin (password, everything) and the relay's NKey user, which may publish to
-// `publish_allow` only (and receive its acknowledgements on _INBOX.>).
-inline std::string users_config(const std::string& publish_allow) {
+// `publish_allow` and `more` only (and receive its acknowledgements on _INBOX.>).
+inline std::string users_config(const std::string& publish_allow,
+                                const std::vector<std::string>& more = {}) {
+  std::string allow = "\"" + publish_allow + "\"";
+  for (const std::string& m : more) allow += ", \"" + m + "\"";
   return std::string(R"(
 authorization {
   users = [
     { user: admin, password: adminpw }
     { nkey: )") +
          kPublicKey + R"(
-      permissions: { publish: { allow: [")" +
-         publish_allow + R"("] }, subscribe: { allow: ["_INBOX.>"] } } }
+      permissions: { publish: { allow: [)" +
+         allow + R"(] }, subscribe: { allow: ["_INBOX.>"] } } }
   ]
 }
 )";

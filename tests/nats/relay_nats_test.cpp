@@ -71,6 +71,44 @@ TEST_F(NatsRelay, EndToEnd) {
   expect_graceful_stop(relay);
 }
 
+// The progress record on JetStream (a key-value bucket, --nats-progress-bucket): a slot dropped
+// while the relay was down stops the restart (exit 4) instead of a new slot starting past the
+// events committed meanwhile; --accept-slot-loss goes on, said as an error (docs/failures.md).
+TEST_F(NatsRelay, ASlotDroppedWhileTheRelayWasDownStopsTheRestart) {
+  create_outbox_table();
+  create_stream();
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 1, 10, false));
+  const Lsn after = pg_->current_wal_lsn();
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 10; }, 60s, 100ms));
+  // The slot is confirmed only through a position the record holds.
+  ASSERT_TRUE(expect_confirmed_reaches(after, 30s));
+  expect_graceful_stop(relay);
+  pg_->drop_slot_if_exists(slot_);
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 11, 10, false));
+
+  RelayProcess& restarted = start_relay();
+  const auto code = restarted.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
+                                << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("replication slot " + slot_ +
+                     " does not exist, but its progress record (JetStream key-value bucket "
+                     "outbox-relay-progress, key "),
+            std::string::npos)
+      << log;
+  EXPECT_FALSE(pg_->slot_exists(slot_)) << "the relay made a new slot";
+  EXPECT_EQ(stored().size(), 10u);
+
+  RelayProcess& accepted = start_relay({"--accept-slot-loss"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(accepted));
+  EXPECT_NE(read_file(accepted.log_path()).find("event=slot_loss_accepted"), std::string::npos)
+      << tail_file(accepted.log_path(), 20);
+  expect_graceful_stop(accepted);
+}
+
 // kill -9 of the relay, again and again under load: everything in the stream once (the
 // re-sent events carry the same Nats-Msg-Id, which the stream drops), nothing uncommitted.
 TEST_F(NatsRelay, SigkillLoopUnderLoadStoresEveryEventOnce) {

@@ -44,9 +44,11 @@ class NatsRelaySecurity : public NatsRelay {
   }
 
   // A server with users: admin (password; the test's streams and reads) and the relay's NKey
-  // user, which may publish to the test's subject only. The relay's --nats is the plain URL.
+  // user, which may publish to the test's subject and its progress bucket only. The relay's --nats
+  // is the plain URL.
   void start_with_nkey_user() {
-    ASSERT_NO_FATAL_FAILURE(start_server(outbox_test::nats::users_config(topic_)));
+    ASSERT_NO_FATAL_FAILURE(start_server(
+        outbox_test::nats::users_config(topic_, outbox_test::nats::progress_bucket_subjects())));
     nats_ = "nats://" + server_->host_port();
     access_.url = "nats://" + std::string(outbox_test::nats::kAdmin) + "@" + server_->host_port();
     ASSERT_NO_FATAL_FAILURE(create_stream());
@@ -129,7 +131,7 @@ class NatsRelaySecurity : public NatsRelay {
 };
 
 // --nats-nkey FILE: the relay logs in as the NKey user (the public key derived from the seed)
-// and needs no more than publish on its subject and _INBOX.> (no $JS.API).
+// and needs no more than publish on its subject, its progress bucket's subjects and _INBOX.>.
 TEST_F(NatsRelaySecurity, NKeySeedFileStoresEveryEventOnce) {
   ASSERT_NO_FATAL_FAILURE(start_with_nkey_user());
   expect_relayed_with({"--nats-nkey", seed_file_});

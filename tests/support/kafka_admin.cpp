@@ -54,6 +54,24 @@ Handle make_handle(const std::string& brokers, rd_kafka_type_t type) {
 
 }  // namespace
 
+void produce_record(const std::string& brokers, const std::string& topic, const std::string& key,
+                    const std::string& value, std::chrono::milliseconds timeout) {
+  Handle rk = make_handle(brokers, RD_KAFKA_PRODUCER);
+  const rd_kafka_resp_err_t err =
+      rd_kafka_producev(rk.get(), RD_KAFKA_V_TOPIC(topic.c_str()),
+                        RD_KAFKA_V_KEY(const_cast<char*>(key.data()), key.size()),
+                        RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    throw std::runtime_error("producing to " + topic + ": " + rd_kafka_err2str(err));
+  }
+  const rd_kafka_resp_err_t flushed = rd_kafka_flush(rk.get(), static_cast<int>(timeout.count()));
+  if (flushed != RD_KAFKA_RESP_ERR_NO_ERROR || rd_kafka_outq_len(rk.get()) > 0) {
+    throw std::runtime_error("producing to " + topic + ": not acknowledged within " +
+                             std::to_string(timeout.count()) + " ms: " + rd_kafka_err2str(flushed));
+  }
+}
+
 void create_topic(const std::string& brokers, const std::string& topic, int partitions,
                   int replication_factor, const std::map<std::string, std::string>& configs,
                   std::chrono::milliseconds timeout) {

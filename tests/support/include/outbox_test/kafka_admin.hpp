@@ -22,6 +22,12 @@ void create_topic(const std::string& brokers, const std::string& topic, int part
 std::int64_t topic_end_offset_sum(const std::string& brokers, const std::string& topic,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
+// Produces one record (key, value) to `topic` and waits for its acknowledgement (acks=all). Throws
+// std::runtime_error naming the topic and the error when it is not acknowledged within `timeout`.
+void produce_record(const std::string& brokers, const std::string& topic, const std::string& key,
+                    const std::string& value,
+                    std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
 // The librdkafka this process (and the relay, linked to the same library) runs with:
 // rd_kafka_version() (0xMMmmrrxx) and rd_kafka_version_str().
 int librdkafka_version();

@@ -85,6 +85,9 @@ struct RelayConfig {
   // NATS JetStream (--nats): urls non-empty means publish there instead of Kafka (`producer` then
   // unused). The subject is the rendered topic template.
   nats::PublisherConfig nats;
+  // With --nats: the JetStream key-value bucket of the relay's progress records (made when
+  // missing; what checkpoint_topic is with Kafka).
+  std::string nats_progress_bucket = "outbox-relay-progress";
 };
 
 class Relay {
