@@ -24,8 +24,10 @@
 # the relay has no /metrics). With BROKERS and a KAFKA_CONFIG file: those instead of $BROKERS.
 start_relay() {
   local d=$1 slot=$2 topic=$3 brokers=${4:-$BROKERS} kafka_config=${5:-}
-  local sink=(--brokers "$brokers")
-  [ -n "${RELAY_NATS:-}" ] && sink=(--nats "$RELAY_NATS")
+  # The progress record in a store of the run's own: each repetition makes its slots anew,
+  # which a record of an earlier one would rightly take for a lost place (exit 4).
+  local sink=(--brokers "$brokers" --checkpoint-topic "outbox-relay.progress.$topic")
+  [ -n "${RELAY_NATS:-}" ] && sink=(--nats "$RELAY_NATS" --nats-progress-bucket "${topic//./_}")
   local argv=("$RELAY" --pg "$PG" "${sink[@]}" --slot "$slot" --publication bench_pub
     "${RELAY_TABLES[@]}" --topic "$topic.\${aggregatetype}" --no-create
     --status-interval 200ms --log-level warn)
