@@ -93,7 +93,7 @@ Consumer::Consumer(const ConsumerConfig& config) : impl_(std::make_unique<Impl>(
   set("enable.partition.eof", "true");
   set("allow.auto.create.topics", "false");
   // What a consumer of the topics sees: records of aborted transactions do not count.
-  set("isolation.level", "read_committed");
+  set("isolation.level", config.read_committed ? "read_committed" : "read_uncommitted");
   // Records removed by retention between planning and reading: go on from the log start.
   set("auto.offset.reset", "earliest");
   // Bounds librdkafka's prefetch, per partition in librdkafka 2.0 (the default is 64 MiB). Smaller

@@ -39,8 +39,8 @@ struct ProgressRead {
   bool refused = false;  // the broker refused the credentials or certificate (`error` says)
 };
 
-// Reads `topic` to its end (read_committed) with a consumer of its own on `worker`, and returns
-// the last value of `key`. A topic the broker does not know holds no record.
+// Reads `topic` to its end (ConsumerConfig::read_committed says how) with a consumer of its own on
+// `worker`, and returns the last value of `key`. A topic the broker does not know holds no record.
 boost::asio::awaitable<ProgressRead> read_progress(boost::asio::thread_pool& worker,
                                                    kafka::ConsumerConfig config, std::string topic,
                                                    std::string key,

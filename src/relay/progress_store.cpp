@@ -21,6 +21,12 @@ class KafkaProgressStore : public ProgressStore {
   awaitable<ProgressRead> read(std::string key, std::chrono::milliseconds timeout) override {
     // Named, then moved: GCC 12 destroys temporaries of a coroutine call in a co_await twice.
     kafka::ConsumerConfig consumer{config_.producer.brokers, config_.producer.properties};
+    // At-least-once records are not transactional: read_committed would stop at the last stable
+    // offset, behind a transaction another relay (exactly-once, sharing the topic) left open
+    // when it was killed, and return an older record than the one the slot was confirmed
+    // through (a false "slot ahead", exit 4; FaultTest.CrashLoop on PostgreSQL 18 once).
+    // Exactly-once's record is its committed checkpoint: read_committed.
+    consumer.read_committed = config_.delivery == DeliveryMode::kExactlyOnce;
     std::string topic = config_.checkpoint_topic;
     ProgressRead r = co_await read_progress(worker_, std::move(consumer), std::move(topic),
                                             std::move(key), timeout);

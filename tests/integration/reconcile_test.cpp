@@ -716,6 +716,67 @@ INSTANTIATE_TEST_SUITE_P(Modes, SlotLoss, ::testing::Bool(), [](const auto& info
   return std::string(info.param ? "ExactlyOnce" : "AtLeastOnce");
 });
 
+// The checkpoint topic is shared (by default) with relays in exactly-once mode, and one killed
+// inside a Kafka transaction leaves it open until its transaction.timeout.ms: read_committed
+// readers of the partition stop at the transaction's first offset. At-least-once writes its
+// record outside transactions and confirms the slot through it, so a restart meanwhile must see
+// the record written after the open transaction, not an older one: that would put the slot
+// ahead of the record and stop the start with a false "events were never delivered" (exit 4).
+TEST_F(ReconcileIntegration, AtLeastOnceReadsItsRecordPastATransactionLeftOpen) {
+  const std::string checkpoints = "outbox-relay.progress." + slot_;
+  const std::vector<std::string> flags{"--checkpoint-topic", checkpoints};
+  RelayProcess& relay = start_relay(flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  const auto created = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(created.has_value());
+  insert_events(2, 3, 0);
+  // The slot moved, so a record was written (at-least-once confirms only through one).
+  std::optional<Lsn> before;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        before = pg_->slot_confirmed_flush(slot_);
+        return before && *before > *created;
+      },
+      60s, 100ms))
+      << "the slot was not confirmed; see " << relay.log_path();
+
+  // Another producer's transaction left open on the same (single) partition.
+  OpenTransaction open(brokers_, checkpoints, "other-system/other-slot", "0/1 timeline=1");
+  insert_events(4, 3, 6);
+  {
+    KafkaReader reader(brokers_, topics_);
+    ASSERT_TRUE(reader.read_until([&](const auto& records) { return records.size() >= 18; }, 60s))
+        << reader.records().size() << " of 18 events relayed within 60 s";
+  }
+  ASSERT_EQ(relay.terminate(30s), 0) << tail_file(relay.log_path(), 20);
+  // The slot moved, so records were written after the open transaction's first offset (the
+  // slot is confirmed only through a recorded position), out of a read_committed reader's sight.
+  const auto stopped_at = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(stopped_at.has_value() && *stopped_at > *before);
+
+  RelayProcess& restarted = start_relay(flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(restarted));
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return read_file(restarted.log_path()).find("event=progress_verified") != std::string::npos;
+      },
+      30s, 50ms))
+      << tail_file(restarted.log_path(), 20);
+  EXPECT_TRUE(restarted.is_running()) << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(read_file(restarted.log_path()).find("is confirmed through"), std::string::npos)
+      << tail_file(restarted.log_path(), 20);
+  insert_events(1, 3, 18);
+  KafkaReader reader(brokers_, topics_);
+  ASSERT_TRUE(reader.read_until([&](const auto& records) { return records.size() >= 21; }, 60s))
+      << reader.records().size() << " of 21 records";
+  reader.read_for(1s);
+  std::map<std::string, int> copies;
+  for (const Record& r : reader.records())
+    ++copies[r.headers.count("id") ? r.headers.at("id") : ""];
+  EXPECT_EQ(copies.size(), 21u);
+  for (const auto& [id, n] : copies) EXPECT_EQ(n, 1) << id;
+}
+
 // the flags read from OUTBOX_RELAY_* variables as the relay's are.
 TEST_F(ReconcileParity, CloudEventsAndTraceContextOverTwoTables) {
   const std::string second = "public.outbox_rec2_" + suffix_;

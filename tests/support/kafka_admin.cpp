@@ -4,6 +4,8 @@
 
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 namespace outbox_test {
 namespace {
@@ -69,6 +71,59 @@ void produce_record(const std::string& brokers, const std::string& topic, const 
   if (flushed != RD_KAFKA_RESP_ERR_NO_ERROR || rd_kafka_outq_len(rk.get()) > 0) {
     throw std::runtime_error("producing to " + topic + ": not acknowledged within " +
                              std::to_string(timeout.count()) + " ms: " + rd_kafka_err2str(flushed));
+  }
+}
+
+struct OpenTransaction::Impl {
+  Handle rk;
+};
+
+OpenTransaction::OpenTransaction(const std::string& brokers, const std::string& topic,
+                                 const std::string& key, const std::string& value,
+                                 std::chrono::milliseconds transaction_timeout)
+    : impl_(std::make_unique<Impl>()) {
+  std::unique_ptr<rd_kafka_conf_t, ConfDeleter> conf(rd_kafka_conf_new());
+  char errstr[512];
+  const std::string id = "outbox-test-open-" + topic + "-" + key;
+  const std::string timeout = std::to_string(transaction_timeout.count());
+  for (const auto& [k, v] :
+       {std::pair<const char*, const char*>{"bootstrap.servers", brokers.c_str()},
+        {"transactional.id", id.c_str()},
+        {"transaction.timeout.ms", timeout.c_str()}}) {
+    if (rd_kafka_conf_set(conf.get(), k, v, errstr, sizeof errstr) != RD_KAFKA_CONF_OK) {
+      throw std::runtime_error(std::string("librdkafka ") + k + ": " + errstr);
+    }
+  }
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), errstr, sizeof errstr);
+  if (rk == nullptr) throw std::runtime_error(std::string("rd_kafka_new: ") + errstr);
+  conf.release();
+  impl_->rk.reset(rk);
+  auto check = [&](rd_kafka_error_t* error, const char* what) {
+    if (error == nullptr) return;
+    const std::string text = rd_kafka_error_string(error);
+    rd_kafka_error_destroy(error);
+    throw std::runtime_error(std::string(what) + " on " + topic + ": " + text);
+  };
+  check(rd_kafka_init_transactions(rk, 30000), "init_transactions");
+  check(rd_kafka_begin_transaction(rk), "begin_transaction");
+  const rd_kafka_resp_err_t err =
+      rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic.c_str()),
+                        RD_KAFKA_V_KEY(const_cast<char*>(key.data()), key.size()),
+                        RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    throw std::runtime_error("producing to " + topic + ": " + rd_kafka_err2str(err));
+  }
+  if (rd_kafka_flush(rk, 30000) != RD_KAFKA_RESP_ERR_NO_ERROR || rd_kafka_outq_len(rk) > 0) {
+    throw std::runtime_error("producing to " + topic + ": not acknowledged within 30 s");
+  }
+}
+
+OpenTransaction::~OpenTransaction() {
+  if (impl_ && impl_->rk) {
+    if (rd_kafka_error_t* error = rd_kafka_abort_transaction(impl_->rk.get(), 30000)) {
+      rd_kafka_error_destroy(error);
+    }
   }
 }
 

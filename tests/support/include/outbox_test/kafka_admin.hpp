@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 
 namespace outbox_test {
@@ -27,6 +28,26 @@ std::int64_t topic_end_offset_sum(const std::string& brokers, const std::string&
 void produce_record(const std::string& brokers, const std::string& topic, const std::string& key,
                     const std::string& value,
                     std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// A transaction left open on `topic`, as a producer killed inside one leaves it: one record
+// (key, value) produced and acknowledged in a transaction that is neither committed nor aborted
+// until this object goes (its destructor aborts it). Meanwhile read_committed readers of the
+// topic's partitions stop at its first offset (the last stable offset). The transaction's
+// timeout is `transaction_timeout` (the broker aborts it after that). Throws std::runtime_error
+// when the transaction cannot be opened.
+class OpenTransaction {
+ public:
+  OpenTransaction(const std::string& brokers, const std::string& topic, const std::string& key,
+                  const std::string& value,
+                  std::chrono::milliseconds transaction_timeout = std::chrono::minutes(5));
+  ~OpenTransaction();
+  OpenTransaction(const OpenTransaction&) = delete;
+  OpenTransaction& operator=(const OpenTransaction&) = delete;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // The librdkafka this process (and the relay, linked to the same library) runs with:
 // rd_kafka_version() (0xMMmmrrxx) and rd_kafka_version_str().

@@ -25,6 +25,11 @@ struct ConsumerConfig {
   // librdkafka properties applied after the defaults (from -X); a bad one throws ConfigError.
   // Producer-only properties are accepted and ignored by librdkafka.
   std::vector<std::pair<std::string, std::string>> properties;
+  // read_committed (the default) skips records of aborted transactions, but stops every read at
+  // the partition's last stable offset: behind a transaction left open (a producer killed in
+  // one), for up to its transaction.timeout.ms, records committed after it are out of sight.
+  // False: read_uncommitted, for topics whose records of interest are never transactional.
+  bool read_committed = true;
 };
 
 // Offsets [start, end) of one partition to read.
