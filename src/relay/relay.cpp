@@ -1073,8 +1073,11 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   // Every delivery report, of any producer: a checkpoint record's is the commit's; the
   // others are the Pipeline's.
   void on_delivery(const sink::Delivery& d) {
-    last_report_ = Clock::now();
+    // A progress record's report is not the events' (its own producer): counted, a progress
+    // record timing out every message.timeout.ms kept the events' deadline from ever passing
+    // while the broker was frozen (no rewind, the events waited for the thaw).
     if (progress_ && progress_->take(d)) return;
+    last_report_ = Clock::now();
     if (d.opaque == kCheckpointOpaque) {
       transactions_.on_checkpoint_delivery(d);
     } else {
