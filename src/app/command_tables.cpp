@@ -50,6 +50,24 @@ Table nats_flags(nats::PublisherConfig& n, std::string urls_help) {
   };
 }
 
+// --nats-progress-bucket of run and prune.
+Flag nats_bucket_flag(std::string& target, std::string help) {
+  return Flag("--nats-progress-bucket", "NAME", std::move(help),
+              [&target](const std::string& flag, const std::string& value) {
+                const bool ok =
+                    !value.empty() && value.find_first_not_of(
+                                          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                          "0123456789_-") == std::string::npos;
+                if (!ok) {
+                  throw flags::rejected(flag,
+                                        "must be letters, digits, '-' and '_' (a JetStream "
+                                        "bucket name)");
+                }
+                target = value;
+              })
+      .defer();
+}
+
 }  // namespace
 
 Table mapping_flags(mapping::MapperConfig& m, std::string table_help) {
@@ -297,23 +315,10 @@ Table run_flags(Options& o) {
                           "(docs/jetstream.md)");
   rest.insert(rest.end(), std::make_move_iterator(nats.begin()),
               std::make_move_iterator(nats.end()));
-  rest.push_back(Flag("--nats-progress-bucket", "NAME",
-                      "JetStream key-value bucket of the relay's progress records with --nats,\n"
-                      "made when missing (what --checkpoint-topic is with Kafka; default\n"
-                      "outbox-relay-progress)",
-                      [&r](const std::string& flag, const std::string& value) {
-                        const bool ok = !value.empty() &&
-                                        value.find_first_not_of(
-                                            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                            "0123456789_-") == std::string::npos;
-                        if (!ok) {
-                          throw flags::rejected(flag,
-                                                "must be letters, digits, '-' and '_' (a "
-                                                "JetStream bucket name)");
-                        }
-                        r.nats_progress_bucket = value;
-                      })
-                     .defer());
+  rest.push_back(nats_bucket_flag(r.nats_progress_bucket,
+                                  "JetStream key-value bucket of the relay's progress records with "
+                                  "--nats,\nmade when missing (what --checkpoint-topic is with "
+                                  "Kafka; default\noutbox-relay-progress)"));
   rest.push_back(help_flag(o.help));
   rest.push_back(flags::stop("--version", o.version, "print the version"));
   table.insert(table.end(), std::make_move_iterator(rest.begin()),
@@ -415,7 +420,7 @@ Table drop_flags(DropOptions& o) {
 }
 
 Table prune_flags(PruneOptions& o) {
-  return {
+  Table table = {
       pg_flag(o.conninfo),
       slot_flag(o.slot, "logical replication slot the relay uses (default outbox_relay)"),
       flags::table("--table", o.schema, o.table, "outbox table (default public.outbox)"),
@@ -427,8 +432,38 @@ Table prune_flags(PruneOptions& o) {
       flags::count("--batch", o.batch, "rows per DELETE transaction (default 1000)"),
       flags::duration("--pause", o.pause, "pause between two batches (default 100ms)"),
       flags::on("--dry-run", o.dry_run, "only count what would be deleted or dropped"),
-      help_flag(o.help),
+      flags::text("--brokers", "HOST:PORT[,...]", o.progress.brokers,
+                  "Kafka bootstrap servers holding the relay's progress record: prune\n"
+                  "refuses when the slot is confirmed past it [required: this, --nats or\n"
+                  "--without-progress-record]"),
+      flags::name("--checkpoint-topic", o.progress.checkpoint_topic,
+                  "the relay's --checkpoint-topic (default outbox-relay.checkpoints)"),
+      flags::properties_file("--kafka-config", o.kafka_config, o.warnings,
+                             "librdkafka properties from a file (PROPERTY=VALUE lines, # "
+                             "comments,\nas kcat -F); -X overrides it"),
+      flags::on("--unsafe-kafka-config", o.unsafe_kafka_config,
+                "accept librdkafka properties that run a command or load code")
+          .argv_only(),
+      flags::property("-X", o.progress.properties,
+                      "librdkafka property for reading the progress record, repeatable"),
   };
+  Table nats = nats_flags(o.progress.nats,
+                          "NATS servers of the relay's progress record, with JetStream (instead\n"
+                          "of --brokers)");
+  table.insert(table.end(), std::make_move_iterator(nats.begin()),
+               std::make_move_iterator(nats.end()));
+  table.push_back(nats_bucket_flag(o.progress.nats_bucket,
+                                   "the relay's --nats-progress-bucket (default "
+                                   "outbox-relay-progress)"));
+  table.push_back(flags::on("--without-progress-record", o.without_progress_record,
+                            "trust the slot alone (a slot made anew after a loss would let\n"
+                            "rows never delivered be deleted)")
+                      .argv_only());
+  table.push_back(flags::duration("--timeout", o.timeout,
+                                  "longest wait for the progress record (default 30s)",
+                                  {std::chrono::milliseconds(1), flags::Below::kPositive}));
+  table.push_back(help_flag(o.help));
+  return table;
 }
 namespace {
 

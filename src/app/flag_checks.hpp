@@ -37,5 +37,7 @@ void check_setup(const SetupOptions& options);
 // --until after --since when both are ages or both timestamps
 // (mixed ones are checked when run).
 void check_reconcile(const ReconcileOptions& options);
+// prune: one progress record (--brokers or --nats) unless --without-progress-record.
+void check_prune(const PruneOptions& options);
 
 }  // namespace outbox::app::flags

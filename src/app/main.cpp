@@ -359,6 +359,9 @@ int main(int argc, char** argv) {
       return outbox::lifecycle::run_reconcile(cl.reconcile, std::cout, std::cerr);
     case outbox::app::Command::kPrune:
       if (cl.prune.help) break;
+      for (const std::string& w : cl.prune.warnings) {
+        std::fprintf(stderr, "outbox-relay prune: warning: %s\n", w.c_str());
+      }
       return outbox::lifecycle::run_prune(cl.prune, std::cout, std::cerr);
     case outbox::app::Command::kRun:
       if (cl.run.help) break;

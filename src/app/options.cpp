@@ -46,6 +46,15 @@ ReconcileOptions parse_reconcile(const std::vector<std::string>& args, const Env
   return o;
 }
 
+static PruneOptions parse_prune(const std::vector<std::string>& args, const Environment& env) {
+  PruneOptions o = parse_with(flags::prune_flags, args, env);
+  // The file's properties first: -X overrides them.
+  auto& p = o.progress.properties;
+  p.insert(p.begin(), o.kafka_config.begin(), o.kafka_config.end());
+  if (!o.help) flags::check_prune(o);
+  return o;
+}
+
 CommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env) {
   CommandLine cl;
   if (args.empty() || args[0].rfind("-", 0) == 0) {
@@ -82,7 +91,7 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
       cl.reconcile = parse_reconcile(rest, env);
       break;
     case Command::kPrune:
-      cl.prune = parse_with(flags::prune_flags, rest, env);
+      cl.prune = parse_prune(rest, env);
       break;
   }
   return cl;

@@ -37,6 +37,36 @@ std::string prune_refusal(const std::string& name, const PruneSlotView& s) {
   return "";
 }
 
+std::string progress_refusal(const std::string& name,
+                             const std::optional<pgoutput::Lsn>& slot_confirmed,
+                             const relay::StoredProgress& record, const std::string& where) {
+  const std::string refuse = "refusing to prune: ";
+  const std::string in = " (" + where + ", key " + record.key + ")";
+  if (!record.error.empty()) {
+    return refuse + "cannot read the relay's progress record of slot " + name + in + ": " +
+           record.error;
+  }
+  if (!record.bad.empty()) {
+    return refuse + "the progress record of slot " + name + in + " holds \"" + record.bad +
+           "\", not a WAL position";
+  }
+  if (!record.lsn) {
+    return refuse + "no progress record of slot " + name + in +
+           ": nothing shows what the relay delivered through this slot (give the relay's "
+           "--checkpoint-topic or --nats-progress-bucket; the relay writes the record as it "
+           "confirms)";
+  }
+  if (slot_confirmed && *slot_confirmed > *record.lsn) {
+    return refuse + "slot " + name + " is confirmed through " + slot_confirmed->to_string() +
+           ", past the relay's progress record " + record.lsn->to_string() + in +
+           ": the slot was made anew or moved by another client, and the events committed "
+           "between may never have been delivered; their rows are the only copy. Repair them "
+           "(outbox-relay reconcile --since ... --repair), then start the relay once with "
+           "--accept-slot-loss, which moves the record to the slot";
+  }
+  return "";
+}
+
 std::string time_column_refusal(const std::string& table, const std::string& column,
                                 const std::optional<std::string>& type) {
   if (!type) {
@@ -74,6 +104,22 @@ int run_prune(const PruneOptions& o, std::ostream& out, std::ostream& err) {
     if (auto why = time_column_refusal(table, o.column_time, q.column_type(o.schema, o.table));
         !why.empty()) {
       return fail(why);
+    }
+    if (o.without_progress_record) {
+      err << "outbox-relay prune: warning: --without-progress-record: slot " << o.slot
+          << " is trusted alone; a slot made anew after a loss would let rows never delivered "
+             "be deleted\n";
+    } else {
+      const relay::StoredProgress record =
+          relay::read_stored_progress(o.progress, q.system_id(), o.slot, o.timeout);
+      if (auto why =
+              progress_refusal(o.slot, slot->confirmed_flush_lsn, record, o.progress.where());
+          !why.empty()) {
+        return fail(why);
+      }
+      out << "progress record of slot " << o.slot << " (" << o.progress.where()
+          << "): " << record.lsn->to_string() << ", slot confirmed through "
+          << (slot->confirmed_flush_lsn ? slot->confirmed_flush_lsn->to_string() : "-") << "\n";
     }
     const std::string cutoff = q.cutoff(o.older_than);
     const std::vector<pg::OutboxPart> parts = q.parts(o.schema, o.table, cutoff);

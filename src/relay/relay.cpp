@@ -33,6 +33,7 @@
 #include "outbox/pgoutput/decoder.hpp"
 #include "outbox/pgoutput/wire.hpp"
 #include "outbox/relay/pipeline.hpp"
+#include "outbox/relay/progress_reader.hpp"
 #include "outbox/relay/read_pacer.hpp"
 #include "outbox/relay/status_reporter.hpp"
 #include "outbox/relay/txn_machine.hpp"
@@ -459,7 +460,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
 
   // The checkpoint's key: the database system and the slot (a slot name is only unique there).
   std::string checkpoint_key() const override {
-    return system_id_.value_or("?") + "/" + config_.slot;
+    return progress_key(system_id_.value_or("?"), config_.slot);
   }
 
   // Decoding on a hot standby (PostgreSQL 16+): refused before 16, warned without

@@ -76,9 +76,10 @@ class LifecycleIntegration : public E2eTest {
     return command(args);
   }
 
+  // With the relays' progress record (the default --checkpoint-topic on the test's Kafka).
   CommandResult prune(std::vector<std::string> more) {
-    std::vector<std::string> args = {"prune", "--pg",    conninfo_, "--slot",
-                                     slot_,   "--table", qualified_};
+    std::vector<std::string> args = {"prune",   "--pg",     conninfo_,   "--slot", slot_,
+                                     "--table", qualified_, "--brokers", brokers_};
     args.insert(args.end(), more.begin(), more.end());
     return command(args);
   }
@@ -384,6 +385,60 @@ TEST_F(LifecycleIntegration, PruneRefusesWhatItCannotKnow) {
   // its catalog_xmin only if a transaction was running then: either way, none of the 5 is
   // pending, and none is deleted by a refused run.
   EXPECT_EQ(count_rows(), 5);
+}
+
+// The slot dropped while the relay was down and made anew (as setup, another client or a failover
+// would): its catalog_xmin passes the rows committed while it was missing, which were never
+// delivered. prune reads the relay's progress record, sees the slot confirmed past it and refuses,
+// naming both positions and the way back; the rows stay. Without the record (no --brokers) it
+// refuses on the command line; --without-progress-record trusts the slot alone, as before.
+TEST_F(LifecycleIntegration, PruneRefusesASlotMadeAnewPastTheProgressRecord) {
+  create_table(false);
+  create_slot_and_publication();
+  insert_events(5, "2 days", "Delivered");
+  ASSERT_NO_FATAL_FAILURE(relay_confirms_everything_so_far());
+  CommandResult trusted = prune({"--older-than", "1d", "--dry-run"});
+  ASSERT_EQ(trusted.exit_code, 0) << trusted.out << trusted.err;
+  EXPECT_TRUE(contains(trusted.out, "progress record of slot " + slot_)) << trusted.out;
+  EXPECT_TRUE(contains(trusted.out, "would delete 5 of 5 rows")) << trusted.out;
+
+  pg_->query("SELECT pg_drop_replication_slot($1)", {slot_});
+  insert_events(7, "2 days", "NeverDelivered");
+  pg_->query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot_});
+  ASSERT_EQ(count_rows(), 12);
+
+  CommandResult refused = prune({"--older-than", "1d"});
+  EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
+  EXPECT_TRUE(contains(refused.err, "outbox-relay prune: refusing to prune: slot " + slot_ +
+                                        " is confirmed through "))
+      << refused.err;
+  EXPECT_TRUE(contains(refused.err, "past the relay's progress record")) << refused.err;
+  EXPECT_TRUE(contains(refused.err, "--accept-slot-loss")) << refused.err;
+  EXPECT_EQ(count_rows("type = 'NeverDelivered'"), 7);
+  EXPECT_EQ(count_rows(), 12);
+
+  // Another checkpoint topic holds no record of this slot: refused too.
+  CommandResult elsewhere =
+      prune({"--older-than", "1d", "--checkpoint-topic", "outbox-relay.none-" + slot_});
+  EXPECT_EQ(elsewhere.exit_code, 1) << elsewhere.out << elsewhere.err;
+  EXPECT_TRUE(contains(elsewhere.err, "no progress record of slot " + slot_)) << elsewhere.err;
+
+  CommandResult no_record = command(
+      {"prune", "--pg", conninfo_, "--slot", slot_, "--table", qualified_, "--older-than", "1d"});
+  EXPECT_EQ(no_record.exit_code, 2) << no_record.err;
+  EXPECT_TRUE(contains(no_record.err, "--brokers: required (or --nats)")) << no_record.err;
+  EXPECT_EQ(count_rows(), 12);
+
+  // Trusting the slot alone is the operator's explicit choice, warned: the dry run shows what
+  // the loss would cost.
+  CommandResult alone = command({"prune", "--pg", conninfo_, "--slot", slot_, "--table", qualified_,
+                                 "--older-than", "1d", "--dry-run", "--without-progress-record"});
+  EXPECT_EQ(alone.exit_code, 0) << alone.out << alone.err;
+  EXPECT_TRUE(contains(alone.err, "--without-progress-record: slot " + slot_ + " is trusted alone"))
+      << alone.err;
+  // The loss the record prevents: the new slot's catalog_xmin passes the never delivered rows.
+  EXPECT_TRUE(contains(alone.out, "would delete 12 of 12 rows")) << alone.out;
+  EXPECT_EQ(count_rows(), 12);
 }
 
 // A partitioned outbox: the partition whose rows are all confirmed and old is dropped whole, the

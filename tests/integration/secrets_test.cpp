@@ -66,7 +66,7 @@ TEST_F(SecretsIntegration, AnUnparseableConninfoIsRefusedWithoutEchoingIt) {
       {"run", {"--brokers", brokers_, "--slot", slot_}},
       {"status", {"status", "--slot", slot_}},
       {"setup", {"setup", "--slot", slot_}},
-      {"prune", {"prune", "--older-than", "7d"}},
+      {"prune", {"prune", "--older-than", "7d", "--brokers", brokers_}},
       {"drop", {"drop", "--slot", slot_, "--yes"}},
       {"reconcile",
        {"reconcile", "--brokers", brokers_, "--column-time", "created_at", "--since", "1h"}},

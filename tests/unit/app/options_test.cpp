@@ -144,8 +144,13 @@ TEST(CommandLine, StatusBacklog) {
 }
 
 TEST(CommandLine, Prune) {
-  CommandLine cl = parse_command_line({"prune", "--pg", "x", "--older-than", "7d"});
+  CommandLine cl =
+      parse_command_line({"prune", "--pg", "x", "--older-than", "7d", "--brokers", "k:9092"});
   EXPECT_EQ(cl.command, Command::kPrune);
+  EXPECT_EQ(cl.prune.progress.brokers, "k:9092");
+  EXPECT_EQ(cl.prune.progress.checkpoint_topic, "outbox-relay.checkpoints");
+  EXPECT_EQ(cl.prune.progress.where(), "topic outbox-relay.checkpoints");
+  EXPECT_FALSE(cl.prune.without_progress_record);
   EXPECT_EQ(cl.prune.older_than, std::chrono::hours(24 * 7));
   EXPECT_EQ(cl.prune.slot, "outbox_relay");
   EXPECT_EQ(cl.prune.schema, "public");
@@ -154,9 +159,30 @@ TEST(CommandLine, Prune) {
   EXPECT_EQ(cl.prune.batch, 1000u);
   EXPECT_EQ(cl.prune.pause, std::chrono::milliseconds(100));
   EXPECT_FALSE(cl.prune.dry_run);
-  cl = parse_command_line({"prune", "--pg", "x", "--older-than=90m", "--slot", "s", "--table",
-                           "app.events", "--column-time", "ts", "--batch", "50", "--pause", "0",
-                           "--dry-run"});
+  cl = parse_command_line({"prune",
+                           "--pg",
+                           "x",
+                           "--older-than=90m",
+                           "--slot",
+                           "s",
+                           "--table",
+                           "app.events",
+                           "--column-time",
+                           "ts",
+                           "--batch",
+                           "50",
+                           "--pause",
+                           "0",
+                           "--dry-run",
+                           "--nats",
+                           "nats://n:4222",
+                           "--nats-progress-bucket",
+                           "progress_b",
+                           "--timeout",
+                           "5s"});
+  EXPECT_EQ(cl.prune.progress.nats.urls, "nats://n:4222");
+  EXPECT_EQ(cl.prune.progress.where(), "JetStream key-value bucket progress_b");
+  EXPECT_EQ(cl.prune.timeout, std::chrono::seconds(5));
   EXPECT_EQ(cl.prune.older_than, std::chrono::minutes(90));
   EXPECT_EQ(cl.prune.slot, "s");
   EXPECT_EQ(cl.prune.schema, "app");
@@ -170,6 +196,25 @@ TEST(CommandLine, Prune) {
   EXPECT_EQ(error_of({"prune", "--pg", "x"}),
             "--older-than: required (the retention, e.g. 7d; rows younger are kept)");
   EXPECT_EQ(error_of({"prune", "--older-than", "1d"}), "--pg: required (a libpq conninfo or URI)");
+  // The progress record is required: the slot alone may be a slot made anew after a loss.
+  EXPECT_EQ(error_of({"prune", "--pg", "x", "--older-than", "1d"}),
+            "--brokers: required (or --nats): the relay's progress record shows whether the "
+            "slot is the one the relay delivered through (or --without-progress-record to "
+            "trust the slot alone)");
+  EXPECT_TRUE(
+      parse_command_line({"prune", "--pg", "x", "--older-than", "1d", "--without-progress-record"})
+          .prune.without_progress_record);
+  EXPECT_EQ(error_of({"prune", "--pg", "x", "--older-than", "1d", "--brokers", "k:1",
+                      "--without-progress-record"}),
+            "--without-progress-record: it trusts the slot alone, and --brokers names a progress "
+            "record");
+  EXPECT_EQ(error_of({"prune", "--pg", "x", "--older-than", "1d", "--brokers", "k:1", "--nats",
+                      "nats://n:1"}),
+            "--nats: one progress record: --brokers or --nats");
+  EXPECT_EQ(error_of({"prune", "--pg", "x", "--older-than", "1d", "--brokers", "k:1",
+                      "--nats-progress-bucket", "a.b"}),
+            "--nats-progress-bucket: must be letters, digits, '-' and '_' (a JetStream bucket "
+            "name)");
   EXPECT_EQ(error_of({"prune", "--pg", "x", "--older-than", "a week"}),
             "--older-than: invalid duration 'a week' (expected e.g. 500ms, 10s, 1m, 7d)");
   EXPECT_EQ(error_of({"prune", "--pg", "x", "--older-than", "1d", "--batch", "0"}),
@@ -245,7 +290,7 @@ const std::vector<std::pair<Command, std::vector<std::string>>> kComplete = {
     {Command::kDrop, {"drop", "--pg", "x"}},
     {Command::kReconcile,
      {"reconcile", "--pg", "x", "--brokers", "k:1", "--column-time", "t", "--since", "1h"}},
-    {Command::kPrune, {"prune", "--pg", "x", "--older-than", "1d"}},
+    {Command::kPrune, {"prune", "--pg", "x", "--older-than", "1d", "--brokers", "k:1"}},
 };
 
 std::vector<std::string> with(std::vector<std::string> args, std::vector<std::string> extra) {

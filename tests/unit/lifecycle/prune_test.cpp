@@ -52,5 +52,44 @@ TEST(Prune, TheTimeColumnMustExistAndBeATimestamp) {
             std::string::npos);
 }
 
+// The relay's progress record against the slot: a slot confirmed past it was made anew or moved
+// by another client, and the rows of the events in between are the only copy: refused. A record
+// that cannot be read, is missing or is not a position: refused too.
+TEST(Prune, TrustsTheSlotOnlyWhenItIsNotAheadOfTheProgressRecord) {
+  using pgoutput::Lsn;
+  relay::StoredProgress record;
+  record.key = "7/s";
+  record.lsn = Lsn{0x2000};
+  const std::string where = "topic cp";
+  EXPECT_EQ(progress_refusal("s", Lsn{0x2000}, record, where), "");
+  EXPECT_EQ(progress_refusal("s", Lsn{0x1000}, record, where), "");
+  EXPECT_EQ(progress_refusal("s", std::nullopt, record, where), "");
+  const std::string ahead = progress_refusal("s", Lsn{0x2001}, record, where);
+  EXPECT_EQ(ahead.rfind("refusing to prune: slot s is confirmed through 0/2001, past the relay's "
+                        "progress record 0/2000 (topic cp, key 7/s): the slot was made anew or "
+                        "moved by another client",
+                        0),
+            0u)
+      << ahead;
+  EXPECT_NE(ahead.find("reconcile --since ... --repair"), std::string::npos) << ahead;
+  EXPECT_NE(ahead.find("--accept-slot-loss"), std::string::npos) << ahead;
+
+  relay::StoredProgress none;
+  none.key = "7/s";
+  EXPECT_EQ(progress_refusal("s", Lsn{0x1000}, none, where)
+                .rfind("refusing to prune: no progress record of slot s (topic cp, key 7/s)", 0),
+            0u);
+  relay::StoredProgress unreadable = none;
+  unreadable.error = "Kafka away";
+  EXPECT_EQ(progress_refusal("s", Lsn{0x1000}, unreadable, where),
+            "refusing to prune: cannot read the relay's progress record of slot s (topic cp, key "
+            "7/s): Kafka away");
+  relay::StoredProgress bad = none;
+  bad.bad = "garbage";
+  EXPECT_EQ(progress_refusal("s", Lsn{0x1000}, bad, where),
+            "refusing to prune: the progress record of slot s (topic cp, key 7/s) holds "
+            "\"garbage\", not a WAL position");
+}
+
 }  // namespace
 }  // namespace outbox::lifecycle

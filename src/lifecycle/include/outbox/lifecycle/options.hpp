@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "outbox/mapping/mapper.hpp"
+#include "outbox/relay/progress_reader.hpp"
 
 namespace outbox::lifecycle {
 
@@ -43,6 +44,14 @@ struct PruneOptions {
   std::uint64_t batch = 1000;               // rows per DELETE transaction
   std::chrono::milliseconds pause{100};     // between two batches
   bool dry_run = false;
+  // The relay's progress record (--brokers or --nats, with the relay's --checkpoint-topic or
+  // --nats-progress-bucket): the slot is trusted only when it is not ahead of it.
+  relay::ProgressLocation progress;
+  bool without_progress_record = false;  // --without-progress-record: the slot alone is trusted
+  std::vector<std::pair<std::string, std::string>> kafka_config;  // from --kafka-config
+  bool unsafe_kafka_config = false;   // --unsafe-kafka-config (see flags::check_kafka_properties)
+  std::vector<std::string> warnings;  // printed on stderr before the command runs
+  std::chrono::milliseconds timeout{std::chrono::seconds(30)};  // reading the record
   bool help = false;
 };
 

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "outbox/lifecycle/options.hpp"
+#include "outbox/pgoutput/lsn.hpp"
+#include "outbox/relay/progress_reader.hpp"
 
 namespace outbox::lifecycle {
 
@@ -20,6 +22,14 @@ struct PruneSlotView {
   std::string slot_type, plugin, wal_status, database, current_database, catalog_xmin;
 };
 std::string prune_refusal(const std::string& slot_name, const PruneSlotView& slot);
+
+// Why prune must not trust the slot given the relay's progress record `record` read from `where`,
+// or "" when it may: the record could not be read or holds no position, or the slot is confirmed
+// past it (made anew after a loss, or moved by another client: the events in between may never
+// have been delivered, and their rows are the only copy left). Pure, for tests.
+std::string progress_refusal(const std::string& slot_name,
+                             const std::optional<pgoutput::Lsn>& slot_confirmed,
+                             const relay::StoredProgress& record, const std::string& where);
 
 // Why the time column cannot measure the retention ("" when it can): missing, or not a
 // timestamp/date type. `type` is format_type's text, nullopt when the table has no such column.

@@ -1,0 +1,51 @@
+// The relay's progress record read from outside the relay (`prune`): the last position the relay
+// confirmed for a database system and slot, from the compacted checkpoint topic (Kafka) or the
+// key-value bucket (JetStream), as the relay writes it (docs/failures.md). Blocking, for one-shot
+// commands; never on the relay's io thread. Thread-safety: free functions, no shared state.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "outbox/nats/publisher.hpp"
+#include "outbox/pgoutput/lsn.hpp"
+
+namespace outbox::relay {
+
+// Where the relay keeps its record: Kafka (`brokers` non-empty) or JetStream (`nats.urls`
+// non-empty), with the relay's names (--checkpoint-topic, --nats-progress-bucket).
+struct ProgressLocation {
+  std::string brokers;
+  std::vector<std::pair<std::string, std::string>> properties;  // librdkafka's
+  std::string checkpoint_topic = "outbox-relay.checkpoints";
+  nats::PublisherConfig nats;
+  std::string nats_bucket = "outbox-relay-progress";
+
+  bool given() const { return !brokers.empty() || !nats.urls.empty(); }
+  // "topic T" or "JetStream key-value bucket B".
+  std::string where() const;
+};
+
+struct StoredProgress {
+  std::string key;                        // SYSTEM_ID/SLOT
+  std::optional<pgoutput::Lsn> lsn;       // the last record; none: no record under the key
+  std::optional<std::uint32_t> timeline;  // the timeline it was written on (older: none)
+  std::string bad;                        // a value under the key that is not a position
+  std::string error;                      // the store could not be read: why
+};
+
+// The record's key: the server's system identifier (IDENTIFY_SYSTEM, pg_control_system()) and
+// the slot's name.
+std::string progress_key(const std::string& system_id, const std::string& slot);
+
+// Reads the record of `slot` on `system_id`. Kafka's topic is read read_committed: a record of an
+// exactly-once transaction still open or aborted is not taken for delivered (an older record can
+// only make a check stricter).
+StoredProgress read_stored_progress(const ProgressLocation& where, const std::string& system_id,
+                                    const std::string& slot, std::chrono::milliseconds timeout);
+
+}  // namespace outbox::relay
