@@ -68,6 +68,35 @@ Flag nats_bucket_flag(std::string& target, std::string help) {
       .defer();
 }
 
+// Where prune and status read the relay's progress record.
+Table progress_record_flags(ProgressRecordFlags& o, std::string brokers_help) {
+  Table table = {
+      flags::text("--brokers", "HOST:PORT[,...]", o.where.brokers, std::move(brokers_help)),
+      flags::name("--checkpoint-topic", o.where.checkpoint_topic,
+                  "the relay's --checkpoint-topic (default outbox-relay.checkpoints)"),
+      flags::properties_file("--kafka-config", o.kafka_config, o.warnings,
+                             "librdkafka properties from a file (PROPERTY=VALUE lines, # "
+                             "comments,\nas kcat -F); -X overrides it"),
+      flags::on("--unsafe-kafka-config", o.unsafe_kafka_config,
+                "accept librdkafka properties that run a command or load code")
+          .argv_only(),
+      flags::property("-X", o.where.properties,
+                      "librdkafka property for reading the progress record, repeatable"),
+  };
+  Table nats = nats_flags(o.where.nats,
+                          "NATS servers of the relay's progress record, with JetStream (instead\n"
+                          "of --brokers)");
+  table.insert(table.end(), std::make_move_iterator(nats.begin()),
+               std::make_move_iterator(nats.end()));
+  table.push_back(nats_bucket_flag(o.where.nats_bucket,
+                                   "the relay's --nats-progress-bucket (default "
+                                   "outbox-relay-progress)"));
+  table.push_back(flags::duration("--timeout", o.timeout,
+                                  "longest wait for the progress record (default 30s)",
+                                  {std::chrono::milliseconds(1), flags::Below::kPositive}));
+  return table;
+}
+
 }  // namespace
 
 Table mapping_flags(mapping::MapperConfig& m, std::string table_help) {
@@ -384,7 +413,7 @@ Table setup_flags(SetupOptions& o) {
 }
 
 Table status_flags(StatusOptions& o) {
-  return {
+  Table table = {
       pg_flag(o.conninfo),
       slot_flag(o.slot),
       publication_flag(o.publication, "publication the relay reads (default outbox_relay)"),
@@ -405,8 +434,15 @@ Table status_flags(StatusOptions& o) {
       flags::count("--scan-limit", o.scan_limit,
                    "read at most about N changes (pgoutput messages) when counting;\n"
                    "past it the counts are lower bounds, shown as \">= N\" (default 100000)"),
-      help_flag(o.help),
   };
+  Table record = progress_record_flags(o.progress,
+                                       "Kafka bootstrap servers holding the relay's progress "
+                                       "record: shown,\nand unhealthy when the slot is confirmed "
+                                       "past it (or it is missing\nwhile the record is not)");
+  table.insert(table.end(), std::make_move_iterator(record.begin()),
+               std::make_move_iterator(record.end()));
+  table.push_back(help_flag(o.help));
+  return table;
 }
 
 Table drop_flags(DropOptions& o) {
@@ -432,36 +468,17 @@ Table prune_flags(PruneOptions& o) {
       flags::count("--batch", o.batch, "rows per DELETE transaction (default 1000)"),
       flags::duration("--pause", o.pause, "pause between two batches (default 100ms)"),
       flags::on("--dry-run", o.dry_run, "only count what would be deleted or dropped"),
-      flags::text("--brokers", "HOST:PORT[,...]", o.progress.brokers,
-                  "Kafka bootstrap servers holding the relay's progress record: prune\n"
-                  "refuses when the slot is confirmed past it [required: this, --nats or\n"
-                  "--without-progress-record]"),
-      flags::name("--checkpoint-topic", o.progress.checkpoint_topic,
-                  "the relay's --checkpoint-topic (default outbox-relay.checkpoints)"),
-      flags::properties_file("--kafka-config", o.kafka_config, o.warnings,
-                             "librdkafka properties from a file (PROPERTY=VALUE lines, # "
-                             "comments,\nas kcat -F); -X overrides it"),
-      flags::on("--unsafe-kafka-config", o.unsafe_kafka_config,
-                "accept librdkafka properties that run a command or load code")
-          .argv_only(),
-      flags::property("-X", o.progress.properties,
-                      "librdkafka property for reading the progress record, repeatable"),
   };
-  Table nats = nats_flags(o.progress.nats,
-                          "NATS servers of the relay's progress record, with JetStream (instead\n"
-                          "of --brokers)");
-  table.insert(table.end(), std::make_move_iterator(nats.begin()),
-               std::make_move_iterator(nats.end()));
-  table.push_back(nats_bucket_flag(o.progress.nats_bucket,
-                                   "the relay's --nats-progress-bucket (default "
-                                   "outbox-relay-progress)"));
+  Table record = progress_record_flags(o.progress,
+                                       "Kafka bootstrap servers holding the relay's progress "
+                                       "record: prune\nrefuses when the slot is confirmed past it "
+                                       "[required: this, --nats or\n--without-progress-record]");
+  table.insert(table.end(), std::make_move_iterator(record.begin()),
+               std::make_move_iterator(record.end()));
   table.push_back(flags::on("--without-progress-record", o.without_progress_record,
                             "trust the slot alone (a slot made anew after a loss would let\n"
                             "rows never delivered be deleted)")
                       .argv_only());
-  table.push_back(flags::duration("--timeout", o.timeout,
-                                  "longest wait for the progress record (default 30s)",
-                                  {std::chrono::milliseconds(1), flags::Below::kPositive}));
   table.push_back(help_flag(o.help));
   return table;
 }

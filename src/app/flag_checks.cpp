@@ -189,22 +189,27 @@ void check_reconcile(const ReconcileOptions& o) {
   }
 }
 
+void check_progress_record(const ProgressRecordFlags& o) {
+  if (!o.where.brokers.empty() && !o.where.nats.urls.empty()) {
+    throw flags::rejected("--nats", "one progress record: --brokers or --nats");
+  }
+  flags::check_kafka_properties(o.where.properties, o.unsafe_kafka_config, "-X, --kafka-config");
+}
+
 void check_prune(const PruneOptions& o) {
-  const bool kafka = !o.progress.brokers.empty();
-  const bool nats = !o.progress.nats.urls.empty();
-  if (kafka && nats) throw flags::rejected("--nats", "one progress record: --brokers or --nats");
-  if (o.without_progress_record && (kafka || nats)) {
+  check_progress_record(o.progress);
+  if (o.without_progress_record && o.progress.where.given()) {
     throw flags::rejected("--without-progress-record",
                           std::string("it trusts the slot alone, and ") +
-                              (kafka ? "--brokers" : "--nats") + " names a progress record");
+                              (o.progress.where.brokers.empty() ? "--nats" : "--brokers") +
+                              " names a progress record");
   }
-  if (!o.without_progress_record && !kafka && !nats) {
+  if (!o.without_progress_record && !o.progress.where.given()) {
     throw flags::rejected("--brokers",
                           "required (or --nats): the relay's progress record shows whether the "
                           "slot is the one the relay delivered through (or "
                           "--without-progress-record to trust the slot alone)");
   }
-  flags::check_kafka_properties(o.progress.properties, o.unsafe_kafka_config, "-X, --kafka-config");
 }
 
 }  // namespace outbox::app::flags

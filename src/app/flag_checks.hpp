@@ -37,6 +37,8 @@ void check_setup(const SetupOptions& options);
 // --until after --since when both are ages or both timestamps
 // (mixed ones are checked when run).
 void check_reconcile(const ReconcileOptions& options);
+// prune and status: at most one progress record, safe Kafka properties.
+void check_progress_record(const ProgressRecordFlags& options);
 // prune: one progress record (--brokers or --nats) unless --without-progress-record.
 void check_prune(const PruneOptions& options);
 

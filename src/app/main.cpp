@@ -347,6 +347,9 @@ int main(int argc, char** argv) {
       return outbox::app::run_setup(cl.setup, std::cout, std::cerr);
     case outbox::app::Command::kStatus:
       if (cl.status.help) break;
+      for (const std::string& w : cl.status.progress.warnings) {
+        std::fprintf(stderr, "outbox-relay status: warning: %s\n", w.c_str());
+      }
       return outbox::lifecycle::run_status(cl.status, std::cout, std::cerr);
     case outbox::app::Command::kDrop:
       if (cl.drop.help) break;
@@ -359,7 +362,7 @@ int main(int argc, char** argv) {
       return outbox::lifecycle::run_reconcile(cl.reconcile, std::cout, std::cerr);
     case outbox::app::Command::kPrune:
       if (cl.prune.help) break;
-      for (const std::string& w : cl.prune.warnings) {
+      for (const std::string& w : cl.prune.progress.warnings) {
         std::fprintf(stderr, "outbox-relay prune: warning: %s\n", w.c_str());
       }
       return outbox::lifecycle::run_prune(cl.prune, std::cout, std::cerr);

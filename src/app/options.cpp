@@ -46,12 +46,23 @@ ReconcileOptions parse_reconcile(const std::vector<std::string>& args, const Env
   return o;
 }
 
+// The file's properties first: -X overrides them.
+static void merge_kafka_config(ProgressRecordFlags& o) {
+  auto& p = o.where.properties;
+  p.insert(p.begin(), o.kafka_config.begin(), o.kafka_config.end());
+}
+
 static PruneOptions parse_prune(const std::vector<std::string>& args, const Environment& env) {
   PruneOptions o = parse_with(flags::prune_flags, args, env);
-  // The file's properties first: -X overrides them.
-  auto& p = o.progress.properties;
-  p.insert(p.begin(), o.kafka_config.begin(), o.kafka_config.end());
+  merge_kafka_config(o.progress);
   if (!o.help) flags::check_prune(o);
+  return o;
+}
+
+static StatusOptions parse_status(const std::vector<std::string>& args, const Environment& env) {
+  StatusOptions o = parse_with(flags::status_flags, args, env);
+  merge_kafka_config(o.progress);
+  if (!o.help) flags::check_progress_record(o.progress);
   return o;
 }
 
@@ -82,7 +93,7 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
       if (!cl.setup.help) flags::check_setup(cl.setup);
       break;
     case Command::kStatus:
-      cl.status = parse_with(flags::status_flags, rest, env);
+      cl.status = parse_status(rest, env);
       break;
     case Command::kDrop:
       cl.drop = parse_with(flags::drop_flags, rest, env);

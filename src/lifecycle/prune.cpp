@@ -111,13 +111,13 @@ int run_prune(const PruneOptions& o, std::ostream& out, std::ostream& err) {
              "be deleted\n";
     } else {
       const relay::StoredProgress record =
-          relay::read_stored_progress(o.progress, q.system_id(), o.slot, o.timeout);
+          relay::read_stored_progress(o.progress.where, db.system_id(), o.slot, o.progress.timeout);
       if (auto why =
-              progress_refusal(o.slot, slot->confirmed_flush_lsn, record, o.progress.where());
+              progress_refusal(o.slot, slot->confirmed_flush_lsn, record, o.progress.where.where());
           !why.empty()) {
         return fail(why);
       }
-      out << "progress record of slot " << o.slot << " (" << o.progress.where()
+      out << "progress record of slot " << o.slot << " (" << o.progress.where.where()
           << "): " << record.lsn->to_string() << ", slot confirmed through "
           << (slot->confirmed_flush_lsn ? slot->confirmed_flush_lsn->to_string() : "-") << "\n";
     }

@@ -30,6 +30,38 @@ void row(std::ostream& out, std::string_view name, const std::string& value) {
   out << value << '\n';
 }
 
+// The slot against the relay's progress record (ProgressView).
+std::vector<std::string> progress_problems(const std::optional<pg::SlotInfo>& slot,
+                                           const ProgressView& p) {
+  const relay::StoredProgress& r = p.record;
+  const std::string record = "the relay's progress record (" + p.where + ", key " + r.key + ")";
+  if (!r.error.empty()) return {"cannot read " + record + ": " + r.error};
+  if (!r.bad.empty()) return {record + " holds \"" + r.bad + "\", not a WAL position"};
+  if (!r.lsn) return {};  // no relay recorded a delivery there yet: a first start
+  const std::string consequence =
+      ": the events committed after it may never have been delivered; the relay exits 4 on its "
+      "next start and prune refuses (reconcile --repair, then run once with "
+      "--accept-slot-loss)";
+  if (!slot)
+    return {"slot missing, and " + record + " shows it delivered through " + r.lsn->to_string() +
+            consequence};
+  if (slot->confirmed_flush_lsn && *slot->confirmed_flush_lsn > *r.lsn) {
+    return {"slot confirmed through " + slot->confirmed_flush_lsn->to_string() + ", past " +
+            record + " at " + r.lsn->to_string() + " (made anew or moved by another client)" +
+            consequence};
+  }
+  return {};
+}
+
+std::string progress_text(const ProgressView& p) {
+  const relay::StoredProgress& r = p.record;
+  const std::string at = " (" + p.where + ", key " + r.key + ")";
+  if (!r.error.empty()) return "unreadable" + at + ": " + r.error;
+  if (!r.bad.empty()) return "not a position" + at + ": " + r.bad;
+  if (!r.lsn) return "none" + at;
+  return r.lsn->to_string() + (r.timeline ? " timeline " + std::to_string(*r.timeline) : "") + at;
+}
+
 }  // namespace
 
 std::string human_bytes(std::uint64_t bytes) {
@@ -50,7 +82,8 @@ std::string human_bytes(std::uint64_t bytes) {
 }
 
 SlotHealth assess_slot(const std::optional<pg::SlotInfo>& slot, std::uint64_t max_retained,
-                       const BacklogStatus* backlog, const StandbyCopy* standby) {
+                       const BacklogStatus* backlog, const StandbyCopy* standby,
+                       const ProgressView* progress) {
   SlotHealth h;
   if (!slot) {
     h.problems.push_back("slot " + pg::slot_missing_words());
@@ -75,15 +108,18 @@ SlotHealth assess_slot(const std::optional<pg::SlotInfo>& slot, std::uint64_t ma
     }
     for (auto& p : standby->problems()) h.problems.push_back(std::move(p));
   }
+  if (progress) {
+    for (auto& p : progress_problems(slot, *progress)) h.problems.push_back(std::move(p));
+  }
   h.healthy = h.problems.empty();
   return h;
 }
 
 std::string format_status_text(const std::string& name, const std::optional<pg::SlotInfo>& slot,
                                std::uint64_t max_retained, const BacklogStatus* backlog,
-                               const StandbyCopy* standby) {
+                               const StandbyCopy* standby, const ProgressView* progress) {
   std::ostringstream out;
-  const SlotHealth h = assess_slot(slot, max_retained, backlog, standby);
+  const SlotHealth h = assess_slot(slot, max_retained, backlog, standby, progress);
   row(out, "slot", name);
   if (!slot) {
     row(out, "exists", "no");
@@ -130,6 +166,7 @@ std::string format_status_text(const std::string& name, const std::optional<pg::
       row(out, "last_reply", s.reply_time.value_or("-"));
     }
   }
+  if (progress) row(out, "progress_record", progress_text(*progress));
   if (backlog) out << format_backlog_text(*backlog);
   if (standby) {
     std::string copy;
@@ -161,8 +198,8 @@ std::string format_status_text(const std::string& name, const std::optional<pg::
 
 std::string format_status_json(const std::string& name, const std::optional<pg::SlotInfo>& slot,
                                std::uint64_t max_retained, const BacklogStatus* backlog,
-                               const StandbyCopy* standby) {
-  const SlotHealth h = assess_slot(slot, max_retained, backlog, standby);
+                               const StandbyCopy* standby, const ProgressView* progress) {
+  const SlotHealth h = assess_slot(slot, max_retained, backlog, standby, progress);
   auto json_bool = [](const std::optional<bool>& b) {
     return b ? std::string(*b ? "true" : "false") : std::string("null");
   };
@@ -201,6 +238,16 @@ std::string format_status_json(const std::string& name, const std::optional<pg::
       o += ",\"temporary\":" + std::string(standby->slot->temporary ? "true" : "false");
       o += ",\"confirmed_flush_lsn\":" + json_lsn(standby->slot->confirmed_flush_lsn);
     }
+    o += "}";
+  }
+  if (progress) {
+    const relay::StoredProgress& r = progress->record;
+    o += ",\"progress_record\":{\"where\":" + common::quoted(progress->where);
+    o += ",\"key\":" + common::quoted(r.key);
+    o += ",\"lsn\":" + json_lsn(r.lsn);
+    o += ",\"timeline\":" + (r.timeline ? std::to_string(*r.timeline) : std::string("null"));
+    o += ",\"error\":" + (r.error.empty() ? std::string("null") : common::quoted(r.error));
+    o += ",\"bad_value\":" + (r.bad.empty() ? std::string("null") : common::quoted(r.bad));
     o += "}";
   }
   if (backlog) o += format_backlog_json_fields(*backlog);
@@ -267,9 +314,18 @@ int run_status(const StatusOptions& o, std::ostream& out, std::ostream& err) {
         o.standby, slot && slot->failover.value_or(false) ? o.conninfo : std::string());
     if (!targets.empty()) standby = inspect_standbys(targets, o.slot);
     const StandbyCopy* copy = standby ? &*standby : nullptr;
-    out << (o.json ? format_status_json(o.slot, slot, o.max_retained_bytes, &backlog, copy)
-                   : format_status_text(o.slot, slot, o.max_retained_bytes, &backlog, copy));
-    return assess_slot(slot, o.max_retained_bytes, &backlog, copy).healthy ? 0 : 1;
+    // Read after the slot: a relay confirming meanwhile moves the record first, never the slot.
+    std::optional<ProgressView> progress;
+    if (o.progress.where.given()) {
+      progress = ProgressView{o.progress.where.where(),
+                              relay::read_stored_progress(o.progress.where, db.system_id(), o.slot,
+                                                          o.progress.timeout)};
+    }
+    const ProgressView* record = progress ? &*progress : nullptr;
+    out << (o.json
+                ? format_status_json(o.slot, slot, o.max_retained_bytes, &backlog, copy, record)
+                : format_status_text(o.slot, slot, o.max_retained_bytes, &backlog, copy, record));
+    return assess_slot(slot, o.max_retained_bytes, &backlog, copy, record).healthy ? 0 : 1;
   } catch (const pg::Error& e) {
     err << "outbox-relay status: " << e.what() << '\n';
     return 1;

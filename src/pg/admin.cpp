@@ -100,6 +100,10 @@ void AdminSession::drop_publication(const std::string& name) {
   run_blocking(impl_->conn.get(), what, "DROP PUBLICATION " + quote_identifier(name));
 }
 
+std::string AdminSession::system_id() {
+  return exec("SELECT system_identifier::text FROM pg_control_system()").at(0).at(0).value_or("");
+}
+
 std::optional<SlotInfo> AdminSession::slot(const std::string& name) {
   // On a standby the current position is the last replayed one.
   Rows rows = run_blocking(

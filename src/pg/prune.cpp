@@ -49,13 +49,6 @@ std::string PruneQueries::cutoff(std::chrono::milliseconds older_than) {
       .value_or("");
 }
 
-std::string PruneQueries::system_id() {
-  return db_.exec("SELECT system_identifier::text FROM pg_control_system()", {})
-      .at(0)
-      .at(0)
-      .value_or("");
-}
-
 std::optional<std::string> PruneQueries::column_type(const std::string& schema,
                                                      const std::string& table) {
   Rows rows =

@@ -402,6 +402,10 @@ TEST_F(LifecycleIntegration, PruneRefusesASlotMadeAnewPastTheProgressRecord) {
   EXPECT_TRUE(contains(trusted.out, "progress record of slot " + slot_)) << trusted.out;
   EXPECT_TRUE(contains(trusted.out, "would delete 5 of 5 rows")) << trusted.out;
 
+  CommandResult recorded = status({"--brokers", brokers_});
+  EXPECT_EQ(recorded.exit_code, 0) << recorded.out << recorded.err;
+  EXPECT_TRUE(contains(recorded.out, "progress_record       0/")) << recorded.out;
+
   pg_->query("SELECT pg_drop_replication_slot($1)", {slot_});
   insert_events(7, "2 days", "NeverDelivered");
   pg_->query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot_});
@@ -416,6 +420,11 @@ TEST_F(LifecycleIntegration, PruneRefusesASlotMadeAnewPastTheProgressRecord) {
   EXPECT_TRUE(contains(refused.err, "--accept-slot-loss")) << refused.err;
   EXPECT_EQ(count_rows("type = 'NeverDelivered'"), 7);
   EXPECT_EQ(count_rows(), 12);
+  // status shows the loss too (exit 1), where it did not without the record.
+  CommandResult st = status({"--brokers", brokers_});
+  EXPECT_EQ(st.exit_code, 1) << st.out << st.err;
+  EXPECT_TRUE(contains(st.out, "past the relay's progress record")) << st.out;
+  EXPECT_EQ(status({}).exit_code, 0);
 
   // Another checkpoint topic holds no record of this slot: refused too.
   CommandResult elsewhere =

@@ -143,13 +143,26 @@ TEST(CommandLine, StatusBacklog) {
             "--table: expected SCHEMA.TABLE or TABLE, got '.'");
 }
 
+// status reads the relay's progress record when given where it is; none is required.
+TEST(CommandLine, StatusProgressRecord) {
+  CommandLine cl = parse_command_line({"status", "--pg", "x"});
+  EXPECT_FALSE(cl.status.progress.where.given());
+  cl = parse_command_line({"status", "--pg", "x", "--brokers", "k:1", "--checkpoint-topic", "cp",
+                           "-X", "security.protocol=ssl"});
+  EXPECT_EQ(cl.status.progress.where.where(), "topic cp");
+  EXPECT_EQ(cl.status.progress.where.properties,
+            (std::vector<std::pair<std::string, std::string>>{{"security.protocol", "ssl"}}));
+  EXPECT_EQ(error_of({"status", "--pg", "x", "--brokers", "k:1", "--nats", "nats://n:1"}),
+            "--nats: one progress record: --brokers or --nats");
+}
+
 TEST(CommandLine, Prune) {
   CommandLine cl =
       parse_command_line({"prune", "--pg", "x", "--older-than", "7d", "--brokers", "k:9092"});
   EXPECT_EQ(cl.command, Command::kPrune);
-  EXPECT_EQ(cl.prune.progress.brokers, "k:9092");
-  EXPECT_EQ(cl.prune.progress.checkpoint_topic, "outbox-relay.checkpoints");
-  EXPECT_EQ(cl.prune.progress.where(), "topic outbox-relay.checkpoints");
+  EXPECT_EQ(cl.prune.progress.where.brokers, "k:9092");
+  EXPECT_EQ(cl.prune.progress.where.checkpoint_topic, "outbox-relay.checkpoints");
+  EXPECT_EQ(cl.prune.progress.where.where(), "topic outbox-relay.checkpoints");
   EXPECT_FALSE(cl.prune.without_progress_record);
   EXPECT_EQ(cl.prune.older_than, std::chrono::hours(24 * 7));
   EXPECT_EQ(cl.prune.slot, "outbox_relay");
@@ -180,9 +193,9 @@ TEST(CommandLine, Prune) {
                            "progress_b",
                            "--timeout",
                            "5s"});
-  EXPECT_EQ(cl.prune.progress.nats.urls, "nats://n:4222");
-  EXPECT_EQ(cl.prune.progress.where(), "JetStream key-value bucket progress_b");
-  EXPECT_EQ(cl.prune.timeout, std::chrono::seconds(5));
+  EXPECT_EQ(cl.prune.progress.where.nats.urls, "nats://n:4222");
+  EXPECT_EQ(cl.prune.progress.where.where(), "JetStream key-value bucket progress_b");
+  EXPECT_EQ(cl.prune.progress.timeout, std::chrono::seconds(5));
   EXPECT_EQ(cl.prune.older_than, std::chrono::minutes(90));
   EXPECT_EQ(cl.prune.slot, "s");
   EXPECT_EQ(cl.prune.schema, "app");
@@ -258,8 +271,8 @@ TEST(CommandLine, ErrorsNameTheFlagOrCommand) {
             "unknown command frobnicate (expected run, setup, status, drop, reconcile or prune; "
             "see --help)");
   EXPECT_EQ(error_of({"setup"}), "--pg: required (a libpq conninfo or URI)");
-  EXPECT_EQ(error_of({"status", "--pg", "x", "--brokers", "k:1"}),
-            "unknown flag --brokers (see --help)");
+  EXPECT_EQ(error_of({"status", "--pg", "x", "--transactional-id", "t"}),
+            "unknown flag --transactional-id (see --help)");
   EXPECT_EQ(error_of({"drop", "--pg", "x", "--yes=please"}), "--yes: takes no value");
   EXPECT_EQ(error_of({"setup", "--pg", "x", "--table", "a.b.c"}),
             "--table: expected SCHEMA.TABLE or TABLE, got 'a.b.c'");

@@ -104,6 +104,61 @@ TEST(Status, FailoverSlotAndTheStandbysCopy) {
             std::string::npos);
 }
 
+// The relay's progress record beside the slot (status --brokers/--nats): shown; unhealthy when the
+// slot is confirmed past it or missing while it holds a position (the slot made anew or moved:
+// events may be missing), or when it cannot be read; no record (a first start) is healthy.
+TEST(Status, TheSlotAgainstTheProgressRecord) {
+  ProgressView behind{"topic cp", {}};
+  behind.record.key = "7/outbox_relay";
+  behind.record.lsn = pgoutput::Lsn::parse("0/3000148");
+  behind.record.timeline = 1;
+  EXPECT_TRUE(assess_slot(healthy_slot(), 1 << 30, nullptr, nullptr, &behind).healthy);
+  const std::string text =
+      format_status_text("outbox_relay", healthy_slot(), 1 << 30, nullptr, nullptr, &behind);
+  EXPECT_NE(text.find("progress_record       0/3000148 timeline 1 (topic cp, key 7/outbox_relay)"),
+            std::string::npos)
+      << text;
+  const std::string json =
+      format_status_json("outbox_relay", healthy_slot(), 1 << 30, nullptr, nullptr, &behind);
+  EXPECT_NE(json.find("\"progress_record\":{\"where\":\"topic cp\",\"key\":\"7/outbox_relay\","
+                      "\"lsn\":\"0/3000148\",\"timeline\":1,\"error\":null,\"bad_value\":null}"),
+            std::string::npos)
+      << json;
+
+  ProgressView ahead = behind;
+  ahead.record.lsn = pgoutput::Lsn::parse("0/3000100");
+  const SlotHealth h = assess_slot(healthy_slot(), 1 << 30, nullptr, nullptr, &ahead);
+  ASSERT_EQ(h.problems.size(), 1u);
+  EXPECT_EQ(h.problems[0].rfind("slot confirmed through 0/3000148, past the relay's progress "
+                                "record (topic cp, key 7/outbox_relay) at 0/3000100 (made anew "
+                                "or moved by another client): the events committed after it may "
+                                "never have been delivered",
+                                0),
+            0u)
+      << h.problems[0];
+
+  const SlotHealth missing = assess_slot(std::nullopt, 1 << 30, nullptr, nullptr, &behind);
+  ASSERT_EQ(missing.problems.size(), 2u);
+  EXPECT_EQ(missing.problems[1].rfind("slot missing, and the relay's progress record (topic cp, "
+                                      "key 7/outbox_relay) shows it delivered through 0/3000148",
+                                      0),
+            0u)
+      << missing.problems[1];
+
+  ProgressView none{"topic cp", {}};
+  none.record.key = "7/outbox_relay";
+  EXPECT_TRUE(assess_slot(healthy_slot(), 1 << 30, nullptr, nullptr, &none).healthy);
+  EXPECT_NE(format_status_text("outbox_relay", healthy_slot(), 1 << 30, nullptr, nullptr, &none)
+                .find("progress_record       none (topic cp, key 7/outbox_relay)"),
+            std::string::npos);
+  ProgressView unreadable = none;
+  unreadable.record.error = "Kafka away";
+  EXPECT_EQ(assess_slot(healthy_slot(), 1 << 30, nullptr, nullptr, &unreadable).problems,
+            std::vector<std::string>{
+                "cannot read the relay's progress record (topic cp, key 7/outbox_relay): Kafka "
+                "away"});
+}
+
 TEST(Status, HumanBytes) {
   EXPECT_EQ(human_bytes(0), "0 B");
   EXPECT_EQ(human_bytes(1023), "1023 B");

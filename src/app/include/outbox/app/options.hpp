@@ -25,6 +25,7 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+using lifecycle::ProgressRecordFlags;
 using lifecycle::PruneOptions;
 using lifecycle::StatusOptions;
 

@@ -15,6 +15,16 @@
 
 namespace outbox::lifecycle {
 
+// Where a command reads the relay's progress record (prune, status): --brokers or --nats, with
+// the relay's --checkpoint-topic or --nats-progress-bucket and its Kafka or NATS settings.
+struct ProgressRecordFlags {
+  relay::ProgressLocation where;
+  std::vector<std::pair<std::string, std::string>> kafka_config;  // from --kafka-config
+  bool unsafe_kafka_config = false;   // --unsafe-kafka-config (see flags::check_kafka_properties)
+  std::vector<std::string> warnings;  // printed on stderr before the command runs
+  std::chrono::milliseconds timeout{std::chrono::seconds(30)};  // reading the record
+};
+
 // Flags of `outbox-relay status`.
 struct StatusOptions {
   std::string conninfo;
@@ -30,6 +40,8 @@ struct StatusOptions {
   std::optional<std::chrono::milliseconds> max_age;
   // --standby: a standby whose synced copy of the (failover) slot is checked.
   std::string standby;
+  // Given (--brokers or --nats): the slot is compared with the relay's progress record.
+  ProgressRecordFlags progress;
   bool help = false;
 };
 
@@ -44,14 +56,9 @@ struct PruneOptions {
   std::uint64_t batch = 1000;               // rows per DELETE transaction
   std::chrono::milliseconds pause{100};     // between two batches
   bool dry_run = false;
-  // The relay's progress record (--brokers or --nats, with the relay's --checkpoint-topic or
-  // --nats-progress-bucket): the slot is trusted only when it is not ahead of it.
-  relay::ProgressLocation progress;
+  // The relay's progress record: the slot is trusted only when it is not ahead of it.
+  ProgressRecordFlags progress;
   bool without_progress_record = false;  // --without-progress-record: the slot alone is trusted
-  std::vector<std::pair<std::string, std::string>> kafka_config;  // from --kafka-config
-  bool unsafe_kafka_config = false;   // --unsafe-kafka-config (see flags::check_kafka_properties)
-  std::vector<std::string> warnings;  // printed on stderr before the command runs
-  std::chrono::milliseconds timeout{std::chrono::seconds(30)};  // reading the record
   bool help = false;
 };
 

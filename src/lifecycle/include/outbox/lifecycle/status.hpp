@@ -15,32 +15,43 @@
 #include "outbox/lifecycle/failover.hpp"
 #include "outbox/lifecycle/options.hpp"
 #include "outbox/pg/admin.hpp"
+#include "outbox/relay/progress_reader.hpp"
 
 namespace outbox::lifecycle {
 
 // Prints the report on `out` (text or --json), errors on `err`; returns the exit code.
 int run_status(const StatusOptions& options, std::ostream& out, std::ostream& err);
 
+// The relay's progress record beside the slot (status --brokers or --nats).
+struct ProgressView {
+  std::string where;  // "topic T" or "JetStream key-value bucket B"
+  relay::StoredProgress record;
+};
+
 // What `status` prints, from an inspected slot (nullopt: missing). Pure, for tests.
 struct SlotHealth {
   bool healthy = false;
   std::vector<std::string> problems;
 };
-// With a standby (status --standby), its copy of the slot is judged too.
+// With a standby (status --standby), its copy of the slot is judged too; with the relay's progress
+// record, a slot confirmed past it, or missing while it holds a position, is unhealthy (a slot
+// made anew or moved by another client; the events in between may never have been delivered).
 SlotHealth assess_slot(const std::optional<pg::SlotInfo>& slot, std::uint64_t max_retained_bytes,
-                       const BacklogStatus* backlog = nullptr,
-                       const StandbyCopy* standby = nullptr);
+                       const BacklogStatus* backlog = nullptr, const StandbyCopy* standby = nullptr,
+                       const ProgressView* progress = nullptr);
 // With a backlog, the report also shows the pending events and judges them.
 std::string format_status_text(const std::string& slot_name,
                                const std::optional<pg::SlotInfo>& slot,
                                std::uint64_t max_retained_bytes,
                                const BacklogStatus* backlog = nullptr,
-                               const StandbyCopy* standby = nullptr);
+                               const StandbyCopy* standby = nullptr,
+                               const ProgressView* progress = nullptr);
 std::string format_status_json(const std::string& slot_name,
                                const std::optional<pg::SlotInfo>& slot,
                                std::uint64_t max_retained_bytes,
                                const BacklogStatus* backlog = nullptr,
-                               const StandbyCopy* standby = nullptr);
+                               const StandbyCopy* standby = nullptr,
+                               const ProgressView* progress = nullptr);
 
 // Counts the pending outbox events of `slot` from a temporary copy of it (the slot does not
 // move). A failure to count is reported in the result (`error`), not thrown.

@@ -98,6 +98,8 @@ class AdminSession {
   BootstrapResult ensure_slot_and_publication(const BootstrapOptions& options);
 
   std::optional<SlotInfo> slot(const std::string& name);
+  // The server's system identifier (pg_control_system(); what IDENTIFY_SYSTEM says), as text.
+  std::string system_id();
   // Throws Error 55006 when a walsender holds the slot.
   void drop_slot(const std::string& name);
 

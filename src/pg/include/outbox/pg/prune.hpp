@@ -81,8 +81,6 @@ class PruneQueries {
   std::optional<PruneSlot> slot();
   // The cutoff now() - older_than, as timestamptz text, fixed once for the whole run.
   std::string cutoff(std::chrono::milliseconds older_than);
-  // The server's system identifier (the relay's progress record is kept under it).
-  std::string system_id();
   // format_type of the column, nullopt when the table has no such column.
   std::optional<std::string> column_type(const std::string& schema, const std::string& table);
   // The table itself when it is not partitioned, else its leaf partitions (every level).
