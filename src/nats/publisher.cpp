@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <charconv>
@@ -77,6 +78,12 @@ struct Publisher::Impl : std::enable_shared_from_this<Publisher::Impl> {
   bool stopped = false;
   bool connected = false;
   bool ever_connected = false;
+  // The connection and the JetStream context are set (by the thread that connected): read them
+  // on the io thread only once this is true.
+  std::atomic<bool> ready{false};
+  // Retired (Publisher::retire, the destructor): serves nothing more on the io thread and calls
+  // none of its handlers; what nats.c still reports is dropped.
+  bool detached = false;
   boost::asio::steady_timer ack_timer;
   bool ack_timer_armed = false;
   boost::asio::steady_timer connect_timer;
@@ -120,7 +127,8 @@ struct Publisher::Impl : std::enable_shared_from_this<Publisher::Impl> {
     auto bridge = find(closure);
     if (!bridge) return;  // the publisher is gone: the message is destroyed here
     boost::asio::post(bridge->executor, [w = bridge->impl, ack = std::move(ack)]() mutable {
-      if (auto self = w.lock()) self->handle_ack(std::move(ack));
+      auto self = w.lock();
+      if (self && !self->detached) self->handle_ack(std::move(ack));
     });
   }
 
@@ -136,7 +144,7 @@ struct Publisher::Impl : std::enable_shared_from_this<Publisher::Impl> {
     }
     boost::asio::post(bridge->executor, [w = bridge->impl, up, status, text]() {
       auto self = w.lock();
-      if (!self) return;
+      if (!self || self->detached) return;
       if (up) {
         self->connected = true;
         self->ever_connected = true;
@@ -162,7 +170,8 @@ struct Publisher::Impl : std::enable_shared_from_this<Publisher::Impl> {
     natsConnection_GetLastError(nc, &last);
     std::string text = last != nullptr ? last : status_text(err);
     boost::asio::post(bridge->executor, [w = bridge->impl, err, text]() {
-      if (auto self = w.lock()) self->connection_lost(err, text, "reported an error");
+      auto self = w.lock();
+      if (self && !self->detached) self->connection_lost(err, text, "reported an error");
     });
   }
 
@@ -264,7 +273,7 @@ struct Publisher::Impl : std::enable_shared_from_this<Publisher::Impl> {
     ack_timer.expires_at(in_flight.begin()->second.sent + ack_timeout);
     ack_timer.async_wait([w = weak_from_this()](const boost::system::error_code&) {
       auto self = w.lock();
-      if (!self) return;
+      if (!self || self->detached) return;
       self->ack_timer_armed = false;
       if (self->stopped || self->in_flight.empty()) return;
       const auto& oldest = self->in_flight.begin()->second;
@@ -277,10 +286,81 @@ struct Publisher::Impl : std::enable_shared_from_this<Publisher::Impl> {
       self->arm_ack_timer();
     });
   }
+
+  // ---- connecting: any one thread ----
+  // The first connection attempt (it waits on the network: up to the connect timeout) and the
+  // JetStream context; nats.c retries in the background when it fails. Throws ConfigError when
+  // the servers cannot be tried at all. True when connected now.
+  bool connect_now() {
+    natsConnection* nc = nullptr;
+    natsStatus s = natsConnection_Connect(&nc, options.get());
+    if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
+      unregister();
+      throw ConfigError("NATS connect to " + urls + ": " + last_error(s));
+    }
+    connection.reset(nc);
+    const bool up = s == NATS_OK;
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.PublishAsync.AckHandler = &Impl::on_ack;
+    jo.PublishAsync.AckHandlerClosure = closure();
+    // The window is ours (max_in_flight); nats.c's own limit must never make a publish wait.
+    jo.PublishAsync.MaxPending = static_cast<int64_t>(max_in_flight) * 2 + 16;
+    jsCtx* js_ctx = nullptr;
+    s = natsConnection_JetStream(&js_ctx, nc, &jo);
+    if (s != NATS_OK) {
+      unregister();
+      throw ConfigError("NATS JetStream context: " + last_error(s));
+    }
+    js.reset(js_ctx);
+    ready.store(true, std::memory_order_release);
+    return up;
+  }
+
+  // ---- the io thread ----
+  // The first attempt's outcome: up, or the wait for the background attempts (ack_timeout).
+  void first_attempt(bool up) {
+    if (stopped || detached) return;
+    if (up) {
+      connected = true;
+      ever_connected = true;
+      logger()->info("connected to NATS servers={}", urls);
+      return;
+    }
+    connect_timer.expires_after(ack_timeout);
+    connect_timer.async_wait([w = weak_from_this()](const boost::system::error_code&) {
+      auto self = w.lock();
+      if (!self || self->detached || self->connected || self->stopped) return;
+      self->stop("not connected to NATS servers=" + self->urls + " within " +
+                 std::to_string(self->ack_timeout.count()) + " ms");
+    });
+  }
+
+  void* closure() const {
+    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(registry_id));
+  }
+  void unregister() {
+    std::lock_guard lock(registry_mutex());
+    registry().erase(registry_id);
+  }
+  // On the io thread: nothing more is served there (see `detached`).
+  void detach() {
+    unregister();
+    detached = true;
+    ack_timer.cancel();
+    connect_timer.cancel();
+  }
+  // Anywhere after detach(): the JetStream context first (it holds the connection), then the
+  // connection (closing it may wait on a server that does not answer).
+  void finish() {
+    js.reset();
+    connection.reset();
+  }
 };
 
 Publisher::Publisher(boost::asio::any_io_executor executor, const PublisherConfig& config,
-                     DeliveryHandler on_delivery, FatalHandler on_fatal, RefusedHandler on_refused)
+                     DeliveryHandler on_delivery, FatalHandler on_fatal, RefusedHandler on_refused,
+                     std::optional<boost::asio::any_io_executor> connector)
     : impl_(std::make_shared<Impl>(executor)) {
   if (config.max_in_flight == 0) throw ConfigError("NATS: max_in_flight must be at least 1");
   impl_->on_delivery = std::move(on_delivery);
@@ -296,7 +376,7 @@ Publisher::Publisher(boost::asio::any_io_executor executor, const PublisherConfi
     impl_->registry_id = ++next_id;
     Impl::registry().emplace(impl_->registry_id, Impl::Bridge{executor, impl_});
   }
-  void* closure = reinterpret_cast<void*>(static_cast<std::uintptr_t>(impl_->registry_id));
+  void* closure = impl_->closure();
   natsOptions* o = impl_->options.get();
   // One connection per publisher, never reconnected: after a cut, what the old connection
   // buffered must not reach the server behind what the cut lost (order). The caller makes a
@@ -307,54 +387,44 @@ Publisher::Publisher(boost::asio::any_io_executor executor, const PublisherConfi
   check(natsOptions_SetDisconnectedCB(o, &Impl::on_disconnected, closure), "NATS options");
   check(natsOptions_SetClosedCB(o, &Impl::on_disconnected, closure), "NATS options");
   check(natsOptions_SetErrorHandler(o, &Impl::on_error, closure), "NATS options");
-  natsConnection* nc = nullptr;
-  natsStatus s = natsConnection_Connect(&nc, o);
-  if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
-    std::lock_guard lock(Impl::registry_mutex());
-    Impl::registry().erase(impl_->registry_id);
-    throw ConfigError("NATS connect to " + config.urls + ": " + last_error(s));
+  if (!connector) {
+    impl_->first_attempt(impl_->connect_now());
+    return;
   }
-  impl_->connection.reset(nc);
-  impl_->connected = s == NATS_OK;
-  impl_->ever_connected = impl_->connected;
-  jsOptions jo;
-  jsOptions_Init(&jo);
-  jo.PublishAsync.AckHandler = &Impl::on_ack;
-  jo.PublishAsync.AckHandlerClosure = closure;
-  // The window is ours (max_in_flight); nats.c's own limit must never make a publish wait.
-  jo.PublishAsync.MaxPending = static_cast<int64_t>(config.max_in_flight) * 2 + 16;
-  jsCtx* js = nullptr;
-  s = natsConnection_JetStream(&js, nc, &jo);
-  if (s != NATS_OK) {
-    std::lock_guard lock(Impl::registry_mutex());
-    Impl::registry().erase(impl_->registry_id);
-    throw ConfigError("NATS JetStream context: " + last_error(s));
-  }
-  impl_->js.reset(js);
-  if (impl_->connected) {
-    logger()->info("connected to NATS servers={}", config.urls);
-  } else {
-    impl_->connect_timer.expires_after(config.ack_timeout);
-    impl_->connect_timer.async_wait(
-        [w = std::weak_ptr<Impl>(impl_)](const boost::system::error_code&) {
-          auto self = w.lock();
-          if (!self || self->connected || self->stopped) return;
-          self->stop("not connected to NATS servers=" + self->urls + " within " +
-                     std::to_string(self->ack_timeout.count()) + " ms");
-        });
-  }
+  // The first attempt on the connector's thread; its outcome on the io thread.
+  boost::asio::post(*connector, [impl = impl_]() {
+    bool up = false;
+    std::string error;
+    try {
+      up = impl->connect_now();
+    } catch (const ConfigError& e) {
+      error = e.what();
+    }
+    boost::asio::post(impl->executor, [w = std::weak_ptr<Impl>(impl), up, error]() {
+      auto self = w.lock();
+      if (!self || self->detached) return;
+      if (error.empty()) {
+        self->first_attempt(up);
+      } else {
+        self->connection_lost(NATS_ERR, error, "could not be tried");
+      }
+    });
+  });
 }
 
 Publisher::~Publisher() {
-  {
-    std::lock_guard lock(Impl::registry_mutex());
-    Impl::registry().erase(impl_->registry_id);
-  }
-  impl_->ack_timer.cancel();
-  impl_->connect_timer.cancel();
-  // The JetStream context first (it holds the connection), then the connection.
-  impl_->js.reset();
-  impl_->connection.reset();
+  if (!impl_) return;  // retired
+  impl_->detach();
+  impl_->finish();
+}
+
+void Publisher::retire(std::unique_ptr<Publisher> publisher, boost::asio::any_io_executor worker) {
+  if (!publisher || !publisher->impl_) return;
+  publisher->impl_->detach();
+  boost::asio::post(worker, [impl = std::move(publisher->impl_)]() mutable {
+    impl->finish();
+    impl.reset();
+  });
 }
 
 sink::ProduceResult Publisher::produce(const sink::Record& record, std::uint64_t opaque) {
@@ -365,7 +435,8 @@ sink::ProduceResult Publisher::produce(const sink::Record& record, std::uint64_t
   // Not connected yet: nats.c would refuse headers (it does not know yet that the server takes
   // them). The caller waits as for a full window; the publisher stops if the connection does
   // not come within ack_timeout.
-  if (!im.connected || im.in_flight.size() >= im.max_in_flight) {
+  if (!im.connected || !im.ready.load(std::memory_order_acquire) ||
+      im.in_flight.size() >= im.max_in_flight) {
     return {sink::ProduceStatus::kQueueFull, {}, false};
   }
   Impl::Entry entry;

@@ -5,18 +5,34 @@ namespace outbox::relay {
 NatsPublishers::NatsPublishers(boost::asio::any_io_executor executor, const RelayConfig& config,
                                Handlers handlers)
     : executor_(executor), config_(config), handlers_(std::move(handlers)) {
-  renew();
+  make(true);  // at start, here: servers that cannot be tried are a configuration error
+}
+
+NatsPublishers::~NatsPublishers() {
+  reset();
+  worker_.join();
 }
 
 void NatsPublishers::renew() {
-  publisher_.reset();  // reports still due are dropped: those records are sent again
+  reset();  // reports still due are dropped: those records are sent again
+  make(false);
+}
+
+void NatsPublishers::reset() {
+  if (publisher_) nats::Publisher::retire(std::move(publisher_), worker_.get_executor());
+}
+
+void NatsPublishers::make(bool connect_here) {
   current_connected_ = false;
-  publisher_ = std::make_unique<nats::Publisher>(executor_, config_.nats, handlers_.delivery,
-                                                 handlers_.fatal, [this](const std::string& m) {
-                                                   if (connected_once_ && !current_connected_)
-                                                     return;  // an outage (see the header)
-                                                   handlers_.refused(m);
-                                                 });
+  std::optional<boost::asio::any_io_executor> connector;
+  if (!connect_here) connector = worker_.get_executor();
+  publisher_ = std::make_unique<nats::Publisher>(
+      executor_, config_.nats, handlers_.delivery, handlers_.fatal,
+      [this](const std::string& m) {
+        if (connected_once_ && !current_connected_) return;  // an outage (see the header)
+        handlers_.refused(m);
+      },
+      connector);
 }
 
 sink::ProduceResult NatsPublishers::produce(const sink::Record& record, std::uint64_t opaque,

@@ -162,27 +162,7 @@ TEST_P(BrokerFreezeWithTimeout, RewindsAndDeliversEverything) {
   const std::size_t commits_at_freeze = load.commits().size();
 
   // /healthz through the freeze, on a thread of the test's own.
-  std::atomic<bool> polling{true};
-  std::atomic<int> polls{0};
-  std::atomic<int> unanswered{0};
-  std::atomic<std::int64_t> slowest_ms{0};
-  std::thread poller([&] {
-    while (polling) {
-      const auto t0 = std::chrono::steady_clock::now();
-      const HttpResult r = http_get(port, "/healthz");
-      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - t0)
-                          .count();
-      ++polls;
-      if (r.status == 0) ++unanswered;
-      slowest_ms = std::max<std::int64_t>(slowest_ms, ms);
-      std::this_thread::sleep_for(200ms);
-    }
-  });
-  ScopeGuard stop_poller([&] {
-    polling = false;
-    if (poller.joinable()) poller.join();
-  });
+  HealthzWatch healthz(port);
 
   std::optional<BrokerPause> pause;
   pause.emplace();
@@ -190,8 +170,7 @@ TEST_P(BrokerFreezeWithTimeout, RewindsAndDeliversEverything) {
   const SlotWatch watch = watch_slot(
       load, commits_at_freeze, [&] { return !relay.is_running(); }, kFreeze, 100ms);
   pause->resume();
-  polling = false;
-  poller.join();
+  healthz.stop();
   ASSERT_FALSE(watch.ended) << "the relay exited during the freeze with "
                             << relay.wait_exit(0ms).value_or(-1);
   ASSERT_NO_FATAL_FAILURE(expect_slot_held(watch, "during the freeze"));
@@ -200,11 +179,12 @@ TEST_P(BrokerFreezeWithTimeout, RewindsAndDeliversEverything) {
             1u)
       << "no delivery timed out during a freeze four times message.timeout.ms; see "
       << relay.log_path();
-  figure("healthz_polls", polls.load());
-  figure("healthz_slowest_ms", slowest_ms.load());
-  EXPECT_GT(polls.load(), 10);
-  EXPECT_EQ(unanswered.load(), 0) << "/healthz did not answer within 5 s " << unanswered.load()
-                                  << " times of " << polls.load() << " during the freeze";
+  figure("healthz_polls", healthz.polls());
+  figure("healthz_slowest_ms", healthz.slowest_ms());
+  EXPECT_GT(healthz.polls(), 10);
+  EXPECT_EQ(healthz.unanswered(), 0)
+      << "/healthz did not answer within 5 s " << healthz.unanswered() << " times of "
+      << healthz.polls() << " during the freeze";
 
   load.join();
   DeliveryCheck check;

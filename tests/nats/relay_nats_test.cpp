@@ -14,6 +14,7 @@
 
 #include "nats_relay_fixture.hpp"
 #include "outbox/nats/publisher.hpp"
+#include "outbox_test/http.hpp"
 #include "stream_reader.hpp"
 
 namespace outbox_test::fault {
@@ -160,10 +161,13 @@ TEST_F(NatsRelay, ServerStoppedThenRestarted) {
 
 // The server frozen (SIGSTOP: connections open, nothing answers) under load for longer than the
 // acknowledgement timeout, then thawed: while frozen the slot is not confirmed past what was
-// committed before the freeze; after it, everything is stored once.
+// committed before the freeze, and /healthz answers throughout the rewinds; after it, everything
+// is stored once.
 TEST_F(NatsRelay, ServerFrozenThenThawed) {
   create_outbox_table();
   ASSERT_NO_FATAL_FAILURE(create_stream());
+  const std::uint16_t port = free_port();
+  metrics_addr_ = "127.0.0.1:" + std::to_string(port);
   RelayProcess& relay = start_relay({"--status-interval", "200ms"});
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
   Workload& load = start_workload(plan_mixed(scaled(8000, 1000), 200, 0.05, 11), 12s);
@@ -174,6 +178,7 @@ TEST_F(NatsRelay, ServerFrozenThenThawed) {
     pid_t pid;
     ~Thaw() { ::kill(pid, SIGCONT); }
   } thaw{pid};
+  HealthzWatch healthz(port);
   ASSERT_EQ(::kill(pid, SIGSTOP), 0);
   const Lsn stored_before = pg_->current_wal_lsn();
   const auto frozen_until = Clock::now() + 15s;  // past the 10 s acknowledgement timeout
@@ -185,6 +190,14 @@ TEST_F(NatsRelay, ServerFrozenThenThawed) {
   EXPECT_LE(max_confirmed, stored_before) << "confirmed past what the server could have stored";
   EXPECT_TRUE(relay.is_running());
   ASSERT_EQ(::kill(pid, SIGCONT), 0);
+  healthz.stop();
+  figure("healthz_polls", healthz.polls());
+  figure("healthz_slowest_ms", healthz.slowest_ms());
+  // The rewinds' new publishers connect, and the old ones close, off the io thread: /healthz,
+  // served there, answers throughout (a first connect attempt on it took 2.5 s).
+  EXPECT_GT(healthz.polls(), 10);
+  EXPECT_EQ(healthz.unanswered(), 0);
+  EXPECT_LT(healthz.slowest_ms(), 1000) << "the relay's io thread was blocked";
   load.join();
   expect_every_event_stored_once(180s);
   EXPECT_GE(count_in_file(relay.log_path(), "event=producer_rewind"), 1u);

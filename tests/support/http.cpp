@@ -6,6 +6,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <sstream>
 #include <stdexcept>
 
@@ -90,6 +92,28 @@ std::optional<double> sample_value(const std::map<std::string, std::string>& sam
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+HealthzWatch::HealthzWatch(std::uint16_t port)
+    : thread_([this, port] {
+        while (polling_) {
+          const auto t0 = std::chrono::steady_clock::now();
+          const HttpResult r = http_get(port, "/healthz");
+          const std::int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::steady_clock::now() - t0)
+                                      .count();
+          ++polls_;
+          if (r.status == 0) ++unanswered_;
+          slowest_ms_ = std::max<std::int64_t>(slowest_ms_, ms);
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+      }) {}
+
+HealthzWatch::~HealthzWatch() { stop(); }
+
+void HealthzWatch::stop() {
+  polling_ = false;
+  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace outbox_test

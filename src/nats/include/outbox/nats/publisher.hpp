@@ -19,7 +19,7 @@
 //     Some of them may be stored: the caller makes a new Publisher and sends again from what was
 //     acknowledged; the duplicate window drops what the server already holds.
 //
-// Not thread-safe: construct, produce and destroy on the io_context's thread.
+// Not thread-safe: construct, produce, retire and destroy on the io_context's thread.
 #pragma once
 
 // clang-format off
@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -84,12 +85,22 @@ class Publisher {
   // a refusal is only a stop like any lost connection.
   using RefusedHandler = std::function<void(const std::string&)>;
 
-  // Never blocks: connecting happens in the background; until it is up produce() answers
-  // kQueueFull, and a connection not up within ack_timeout stops the publisher. Throws
-  // ConfigError for a bad URL, option, or unreadable credentials, NKey or TLS file.
+  // Until the connection is up produce() answers kQueueFull, and a connection not up within
+  // ack_timeout stops the publisher. The first attempt waits on the network (up to the connect
+  // timeout, e.g. a server that accepts TCP and does not answer): with `connector` it runs on
+  // that executor's thread and the constructor never blocks (a server that cannot be tried at
+  // all then stops the publisher); without, it runs here. Later attempts are nats.c's, in the
+  // background. Throws ConfigError for a bad URL, option, or unreadable credentials, NKey or TLS
+  // file (and, without `connector`, servers that cannot be tried).
   Publisher(boost::asio::any_io_executor executor, const PublisherConfig& config,
-            DeliveryHandler on_delivery, FatalHandler on_fatal, RefusedHandler on_refused = {});
+            DeliveryHandler on_delivery, FatalHandler on_fatal, RefusedHandler on_refused = {},
+            std::optional<boost::asio::any_io_executor> connector = std::nullopt);
+  // Closes the connection here (it may wait on a server that does not answer: see retire()).
   ~Publisher();
+  // On the io thread: from now on `publisher` serves nothing there and calls none of its
+  // handlers; its connection is closed and it is destroyed on `worker`'s thread, after a first
+  // attempt still under way there.
+  static void retire(std::unique_ptr<Publisher> publisher, boost::asio::any_io_executor worker);
   Publisher(const Publisher&) = delete;
   Publisher& operator=(const Publisher&) = delete;
 
