@@ -77,6 +77,9 @@ TEST_F(NatsRelay, EndToEnd) {
 // events committed meanwhile; --accept-slot-loss goes on, said as an error (docs/failures.md).
 TEST_F(NatsRelay, ASlotDroppedWhileTheRelayWasDownStopsTheRestart) {
   create_outbox_table();
+  // prune measures the retention on a time column.
+  pg_->exec("ALTER TABLE " + qualified_table() +
+            " ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()");
   create_stream();
   RelayProcess& relay = start_relay();
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
@@ -102,6 +105,26 @@ TEST_F(NatsRelay, ASlotDroppedWhileTheRelayWasDownStopsTheRestart) {
       << log;
   EXPECT_FALSE(pg_->slot_exists(slot_)) << "the relay made a new slot";
   EXPECT_EQ(stored().size(), 10u);
+
+  // status and prune read the same record: the loss is named, and no row of the gap is deleted
+  // once a slot is made anew (its catalog_xmin passes them).
+  const auto run = [&](const std::string& name, std::vector<std::string> args) {
+    args.insert(args.end(), {"--pg", conninfo_, "--slot", slot_, "--table", qualified_table(),
+                             "--nats", nats_});
+    return run_to_end(relay_bin_, args, log_path(name + "_out"), log_path(name + "_err"), 60s);
+  };
+  const CommandResult st = run("status", {"status"});
+  EXPECT_EQ(st.exit_code, 1) << st.out << st.err;
+  EXPECT_NE(st.out.find("slot missing, and the relay's progress record (JetStream key-value "
+                        "bucket outbox-relay-progress, key "),
+            std::string::npos)
+      << st.out;
+  pg_->query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot_});
+  const CommandResult pr = run("prune", {"prune", "--older-than", "1ms"});
+  EXPECT_EQ(pr.exit_code, 1) << pr.out << pr.err;
+  EXPECT_NE(pr.err.find("past the relay's progress record"), std::string::npos) << pr.err;
+  EXPECT_EQ(*pg_->scalar("SELECT count(*) FROM " + qualified_table()), "20");
+  pg_->drop_slot_if_exists(slot_);
 
   RelayProcess& accepted = start_relay({"--accept-slot-loss"});
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming(accepted));
