@@ -44,7 +44,7 @@ struct Pipeline::Poison {
   std::string reason;
   std::string reason_code;  // short label for metrics
   bool size_error;          // the value itself is too large: leave it out of the DLQ record
-  std::span<const kafka::Header> extra_headers = {};  // header placements, when known
+  std::span<const sink::Header> extra_headers = {};  // header placements, when known
   // From a logical message of --messages: never a fail-stop, and never parks (poison_in_stream()).
   bool message = false;
 };
@@ -422,8 +422,8 @@ void Pipeline::count_other_prefix(std::string_view prefix) {
 Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
   if (ev.invalid_traceparent) invalid_traceparent_id_ = ev.id;
   const EventRecord built = event_record(ev, commit_time_ms_, headers_);
-  const kafka::Record& rec = built.record;
-  const std::span<const kafka::Header> extra = built.placed;
+  const sink::Record& rec = built.record;
+  const std::span<const sink::Header> extra = built.placed;
   // The event as poison, for poison_in_stream(). Built only on the way there: never per event.
   const auto poison = [&](std::string reason, std::string reason_code, bool size_error = false) {
     Poison p{ev.id,
@@ -490,19 +490,19 @@ Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
   const bool suspect = !suspects_.empty() && suspects_.contains(ev.id);
   // A record of a refused batch goes alone, once everything before it is acknowledged.
   if (suspect && tracker_.inflight_events() > 0) return Pipeline::Step::kWaitDelivery;
-  kafka::ProduceResult pr = suspect ? sink_.produce(rec, *txn_ | kIsolatedFlag, Route::kAlone)
-                                    : sink_.produce(rec, *txn_, Route::kBatched);
+  sink::ProduceResult pr = suspect ? sink_.produce(rec, *txn_ | kIsolatedFlag, Route::kAlone)
+                                   : sink_.produce(rec, *txn_, Route::kBatched);
   switch (pr.status) {
-    case kafka::ProduceStatus::kQueued:
+    case sink::ProduceStatus::kQueued:
       tracker_.add_event(*txn_, (ev.key ? ev.key->size() : 0) + (ev.value ? ev.value->size() : 0));
       if (suspect) {
         isolation_inflight_ = true;
         suspects_.erase(suspects_.find(ev.id));
       }
       return Pipeline::Step::kDone;
-    case kafka::ProduceStatus::kQueueFull:
+    case sink::ProduceStatus::kQueueFull:
       return Pipeline::Step::kWaitDelivery;
-    case kafka::ProduceStatus::kFailed: {
+    case sink::ProduceStatus::kFailed: {
       // The producer stopped at a refused batch, before its fatal error was served.
       if (sink_.stopped()) {
         begin_rewind(pr.error);
@@ -572,8 +572,8 @@ bool Pipeline::is_parked(std::optional<std::string_view> key) const {
 }
 
 namespace {
-bool has_header(const std::vector<kafka::Header>& headers, std::string_view name) {
-  for (const kafka::Header& h : headers) {
+bool has_header(const std::vector<sink::Header>& headers, std::string_view name) {
+  for (const sink::Header& h : headers) {
     if (h.name == name) return true;
   }
   return false;
@@ -621,14 +621,14 @@ Pipeline::Step Pipeline::poison_in_stream(const Poison& p) {
                                             config_.slot + " is not confirmed past it"});
   }
   std::size_t bytes = 0;
-  const kafka::ProduceStatus status = dead_letter(p, *txn_, commit_lsn_, bytes);
-  if (status == kafka::ProduceStatus::kQueued) {
+  const sink::ProduceStatus status = dead_letter(p, *txn_, commit_lsn_, bytes);
+  if (status == sink::ProduceStatus::kQueued) {
     tracker_.add_event(*txn_, bytes);
     if (!p.message) park(p.key);
     return Pipeline::Step::kDone;
   }
-  const bool stopped = status == kafka::ProduceStatus::kFailed && sink_.stopped();
-  if (status == kafka::ProduceStatus::kQueueFull || stopped) {
+  const bool stopped = status == sink::ProduceStatus::kFailed && sink_.stopped();
+  if (status == sink::ProduceStatus::kQueueFull || stopped) {
     // Counted again when handled again (after the wait, or after the rewind).
     if (parked) {
       --metrics_.parked_events;
@@ -650,32 +650,32 @@ Pipeline::Step Pipeline::poison_in_stream(const Poison& p) {
 // compact one goes instead: the value and the placed headers left out,
 // the key and the other fields cut to kClipped bytes, and outbox.truncated saying so. Otherwise
 // --on-error dlq would stop at the very events it is there to set aside.
-kafka::ProduceStatus Pipeline::dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn,
-                                           std::size_t& bytes) {
+sink::ProduceStatus Pipeline::dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn,
+                                          std::size_t& bytes) {
   std::string lsn_text = lsn.to_string();
-  std::vector<kafka::Header> h(7 + p.extra_headers.size());
+  std::vector<sink::Header> h(7 + p.extra_headers.size());
   std::size_t n = 0;
   h[n++] = {"id", p.id};
   if (p.type) h[n++] = {"type", *p.type};
-  for (const kafka::Header& extra : p.extra_headers) h[n++] = extra;
+  for (const sink::Header& extra : p.extra_headers) h[n++] = extra;
   h[n++] = {"outbox.error", p.reason};
   h[n++] = {"outbox.original.topic", p.original_topic};
   h[n++] = {"outbox.table", p.table};
   h[n++] = {"outbox.lsn", lsn_text};
   if (p.size_error) h[n++] = {"outbox.value.omitted", "too large for the broker"};
-  kafka::Record rec{config_.dlq_topic, p.key, p.size_error ? std::nullopt : p.value,
-                    std::span<const kafka::Header>(h.data(), n), tracker_.commit_time_ms_of(txn)};
+  sink::Record rec{config_.dlq_topic, p.key, p.size_error ? std::nullopt : p.value,
+                   std::span<const sink::Header>(h.data(), n), tracker_.commit_time_ms_of(txn)};
   bytes = dlq_bytes(p);
   // The broker refused this event's dead-letter record as too large before: compact at once.
   const bool broker_refused = !dlq_compact_.empty() && dlq_compact_.contains(p.id);
-  kafka::ProduceResult r;
+  sink::ProduceResult r;
   if (!broker_refused) r = sink_.produce(rec, txn | kDlqFlag, Route::kBatched);
   bool truncated = false;
   if (broker_refused ||
-      (r.status == kafka::ProduceStatus::kFailed && r.size_error && !sink_.stopped())) {
+      (r.status == sink::ProduceStatus::kFailed && r.size_error && !sink_.stopped())) {
     truncated = true;
     std::string omitted;
-    for (const kafka::Header& extra : p.extra_headers) {
+    for (const sink::Header& extra : p.extra_headers) {
       omitted += (omitted.empty() ? "" : ", ") + std::string(extra.name);
     }
     const std::string fields[] = {
@@ -698,13 +698,13 @@ kafka::ProduceStatus Pipeline::dead_letter(const Poison& p, AckTracker::TxnSeq t
     h[n++] = {"outbox.table", fields[4]};
     h[n++] = {"outbox.lsn", lsn_text};
     h[n++] = {"outbox.truncated", fields[5]};
-    const kafka::Record compact{
+    const sink::Record compact{
         config_.dlq_topic, key ? std::optional<std::string_view>(*key) : std::nullopt, std::nullopt,
-        std::span<const kafka::Header>(h.data(), n), tracker_.commit_time_ms_of(txn)};
+        std::span<const sink::Header>(h.data(), n), tracker_.commit_time_ms_of(txn)};
     bytes = key ? key->size() : 0;
     r = sink_.produce(compact, txn | kDlqFlag, Route::kBatched);
   }
-  if (r.status == kafka::ProduceStatus::kQueued) {
+  if (r.status == sink::ProduceStatus::kQueued) {
     ++metrics_.dlq_events;
     log_->warn("event=dead_lettered slot={} dlq_topic={} truncated={} detail={}", config_.slot,
                config_.dlq_topic, truncated, quoted(clip(describe(p, lsn), 4 * kClipped)));
@@ -712,7 +712,7 @@ kafka::ProduceStatus Pipeline::dead_letter(const Poison& p, AckTracker::TxnSeq t
   return r.status;
 }
 
-void Pipeline::on_delivery(const kafka::Delivery& d) {
+void Pipeline::on_delivery(const sink::Delivery& d) {
   const bool dlq_record = (d.opaque & kDlqFlag) != 0;
   const bool isolated = (d.opaque & kIsolatedFlag) != 0;
   const AckTracker::TxnSeq txn = d.opaque & ~(kDlqFlag | kIsolatedFlag);
@@ -721,7 +721,7 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
   if (exactly_once_ && !d.ok && !dlq_record) {
     // A failed record makes its Kafka transaction abort. One the broker refused goes alone next
     // time; refused again, it is poison (produce_insert()).
-    if (kafka::rejects_batch(d.kind) || d.kind == kafka::ErrorKind::kAuthorization) {
+    if (sink::rejects_batch(d.kind) || d.kind == sink::ErrorKind::kAuthorization) {
       if (isolated) {
         refused_twice_[std::string(d.id_header)] = {d.error, std::string(d.error_name)};
       } else {
@@ -777,7 +777,7 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
     // Not known to be stored, said nothing against the record: it goes again after a rewind as
     // it went, never poison, never dead-lettered, never a suspect (a suspect sent alone stays
     // one).
-    const bool transient = d.kind == kafka::ErrorKind::kTransient;
+    const bool transient = d.kind == sink::ErrorKind::kTransient;
     if (transient) {
       if (!rewinding_) begin_rewind(d.error);
       if (isolated && !dlq_record) suspects_.emplace(d.id_header);
@@ -804,7 +804,7 @@ void Pipeline::on_delivery(const kafka::Delivery& d) {
                                   describe(p, lsn) + "; slot " + config_.slot +
                                   " is not confirmed past it"});
     } else if (std::size_t bytes = 0;
-               dead_letter(p, txn, lsn, bytes) != kafka::ProduceStatus::kQueued) {
+               dead_letter(p, txn, lsn, bytes) != sink::ProduceStatus::kQueued) {
       if (sink_.stopped()) {
         // The main producer stopped at a refused batch meanwhile: this record goes alone again.
         suspects_.emplace(d.id_header);

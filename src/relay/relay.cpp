@@ -1062,8 +1062,8 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   }
 
   // Pipeline::Sink over the two producers.
-  kafka::ProduceResult produce(const kafka::Record& record, std::uint64_t opaque,
-                               Pipeline::Route route) override {
+  sink::ProduceResult produce(const sink::Record& record, std::uint64_t opaque,
+                              Pipeline::Route route) override {
     if (exactly_once()) transactions_.before_record();
     if (producers_->queued() == 0) last_report_ = Clock::now();  // the deadline starts now
     // Exactly-once: every record goes in the transaction (nothing else is in flight anyway).

@@ -24,13 +24,13 @@
 #include <unordered_set>
 #include <vector>
 
-#include "outbox/kafka/producer.hpp"
 #include "outbox/mapping/mapper.hpp"
 #include "outbox/pgoutput/decoder.hpp"
 #include "outbox/pgoutput/wire.hpp"
 #include "outbox/relay/ack_tracker.hpp"
 #include "outbox/relay/metrics.hpp"
 #include "outbox/relay/relay.hpp"
+#include "outbox/sink/record.hpp"
 
 // The logger is only held here (a shared_ptr of an incomplete type): this header needs no spdlog,
 // which relay links privately. Whoever constructs a Pipeline (the Relay, the tests) includes
@@ -57,12 +57,13 @@ class Pipeline {
   // Which producer a record goes through: the batching one, or the one that sends a record alone.
   enum class Route { kBatched, kAlone };
 
-  // Where records go. The relay implements it over its kafka::Producers; tests record.
+  // Where records go, in the sink vocabulary (outbox/sink/record.hpp). The relay implements it
+  // over its RecordSink (Kafka's producers or NATS's publisher); tests record.
   class Sink {
    public:
     virtual ~Sink() = default;
-    virtual kafka::ProduceResult produce(const kafka::Record& record, std::uint64_t opaque,
-                                         Route route) = 0;
+    virtual sink::ProduceResult produce(const sink::Record& record, std::uint64_t opaque,
+                                        Route route) = 0;
     // The batching producer stopped at a refused batch and accepts nothing more.
     virtual bool stopped() const = 0;
   };
@@ -102,7 +103,7 @@ class Pipeline {
   bool in_outbox_tree(std::uint32_t relid) const { return tree_relids_.contains(relid); }
 
   // A delivery report. Never throws: a failure that ends the relay is left in fatal().
-  void on_delivery(const kafka::Delivery& d);
+  void on_delivery(const sink::Delivery& d);
 
   // The connection dropped: an open transaction will be sent again in full.
   void on_disconnect();
@@ -199,8 +200,8 @@ class Pipeline {
   void count_invalid_traceparent(std::string_view id);
   Step poison_in_stream(const Poison& p);
   // `bytes`: the key and value bytes of the record produced (its delivery report's).
-  kafka::ProduceStatus dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn,
-                                   std::size_t& bytes);
+  sink::ProduceStatus dead_letter(const Poison& p, AckTracker::TxnSeq txn, Lsn lsn,
+                                  std::size_t& bytes);
   void park(std::optional<std::string_view> key);
   bool is_parked(std::optional<std::string_view> key) const;
   std::string describe(const Poison& p, Lsn lsn) const;
@@ -287,7 +288,7 @@ class Pipeline {
   pgoutput::DecodeError decode_error_;
   // id, type, then the mapper's headers (CloudEvents, trace context, placements): sized once;
   // grows for a logical message with more headers than that.
-  std::vector<kafka::Header> headers_;
+  std::vector<sink::Header> headers_;
 };
 
 }  // namespace outbox::relay
