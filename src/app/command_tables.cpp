@@ -215,6 +215,16 @@ Table run_flags(Options& o) {
                 "(created anew), a slot confirmed past\n"
                 "the record, a server whose WAL ends before it; the events in between may\n"
                 "be missing; logged as an error and counted. Without it the relay exits 4"),
+      flags::name("--gap-repair-column", o.gap_repair_column,
+                  "the outbox's time column (e.g. created_at): a slot the progress record\n"
+                  "shows was dropped or made anew while the relay was down is made, then\n"
+                  "the rows of the gap Kafka lacks are published from the table, in commit\n"
+                  "order, before streaming (docs/failures.md). Only for an outbox whose rows\n"
+                  "stay until prune removes them. Default: such a gap stops the relay (exit 4)")
+          .defer(),
+      flags::duration("--gap-repair-margin", o.gap_repair_margin,
+                      "how far before the progress record's time the gap repair reads the\n"
+                      "table (the longest transaction, and clock skew; default 1h)"),
       flags::on("--failover", o.failover,
                 "a failover slot (PostgreSQL 17+), kept by standbys with\n"
                 "sync_replication_slots; warns when synchronized_standby_slots does not\n"

@@ -127,6 +127,16 @@ void check_run(const Options& o) {
     throw flags::rejected("--transactional-id", "needs --delivery exactly-once");
   }
   flags::check_mapping(m);
+  if (!o.gap_repair_column.empty()) {
+    if (!o.relay.nats.urls.empty()) {
+      throw flags::rejected("--gap-repair-column",
+                            "needs --brokers (the repair reads Kafka back; JetStream: exit 4)");
+    }
+    if (m.table.empty() || (!m.message_prefix.empty() && !o.table_given)) {
+      throw flags::rejected("--gap-repair-column",
+                            "needs --table (messages leave no rows to repair from)");
+    }
+  }
   // The envelope has no CloudEvents attributes to map yet: one format for every event.
   if (!m.message_prefix.empty() && m.format == mapping::Format::kCloudEvents) {
     throw flags::rejected("--messages", "is not supported with --format cloudevents yet");

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <optional>
 
+#include "gap_repair.hpp"
 #include "outbox/app/backlog_sampler.hpp"
 #include "outbox/app/commands.hpp"
 #include "outbox/app/failover_sampler.hpp"
@@ -174,6 +175,10 @@ int prepare_failover_slot(const outbox::app::Options& options) {
 int run_relay(const outbox::app::Options& options) {
   outbox::app::setup_logging({options.log_level, options.log_format, options.relay.slot});
   for (const std::string& w : options.warnings) spdlog::warn("event=config_warning {}", w);
+  outbox::relay::RelayConfig config = options.relay;
+  if (const int rc = outbox::app::repair_slot_gap(options, config); rc != outbox::relay::kExitOk) {
+    return rc;
+  }
   if (options.failover) {
     if (const int rc = prepare_failover_slot(options); rc != outbox::relay::kExitOk) return rc;
   }
@@ -181,7 +186,7 @@ int run_relay(const outbox::app::Options& options) {
   asio::io_context io(1);
   std::unique_ptr<outbox::relay::Relay> relay;
   try {
-    relay = std::make_unique<outbox::relay::Relay>(io, options.relay);
+    relay = std::make_unique<outbox::relay::Relay>(io, config);
   } catch (const outbox::kafka::ConfigError& e) {
     std::fprintf(stderr, "outbox-relay: Kafka configuration (-X, --kafka-config): %s\n", e.what());
     return outbox::relay::kExitUsage;

@@ -208,6 +208,12 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
            "between may be missing (event=slot_loss_accepted, slot_ahead_accepted or "
            "server_behind_record_accepted names the range).",
            m.slot_losses_accepted);
+  w.single("outbox_relay_slot_gaps_repaired_total", "counter",
+           "Starts that went on past a loss the progress record showed (a slot gone, or one "
+           "confirmed past the record) after the outbox rows of the gap that Kafka lacked were "
+           "published from the table (--gap-repair-column; event=slot_gap_repaired names the "
+           "range and the counts).",
+           m.slot_gaps_repaired);
   w.single("outbox_relay_backpressure_seconds_total", "counter",
            "Seconds spent not reading WAL because too much was in flight.", m.backpressure_seconds);
 

@@ -46,7 +46,11 @@ ProgressRead read_now(const kafka::ConsumerConfig& config, const std::string& to
     consumer.read(
         plan.partitions,
         [&](const kafka::ConsumedRecord& r) {
-          if (r.key && *r.key == key && r.value) parse_progress_value(*r.value, out);
+          if (r.key && *r.key == key && r.value) {
+            parse_progress_value(*r.value, out);
+            out.written_ms.reset();
+            if (r.timestamp_ms >= 0) out.written_ms = r.timestamp_ms;
+          }
         },
         timeout);
   } catch (const kafka::RefusedError& e) {
@@ -110,6 +114,7 @@ StoredProgress read_stored_progress(const ProgressLocation& where, const std::st
   }
   out.lsn = read.last;
   out.timeline = read.timeline;
+  out.written_ms = read.written_ms;
   out.bad = read.bad;
   out.error = read.error;
   return out;

@@ -32,10 +32,11 @@ namespace outbox::relay {
 inline constexpr std::chrono::milliseconds kProgressInterval{100};
 
 struct ProgressRead {
-  std::optional<pgoutput::Lsn> last;      // the last record of the key
-  std::optional<std::uint32_t> timeline;  // the timeline it was written on (older: none)
-  std::string bad;                        // a value under the key that is not a WAL position
-  std::string error;                      // the topic could not be read: why
+  std::optional<pgoutput::Lsn> last;       // the last record of the key
+  std::optional<std::uint32_t> timeline;   // the timeline it was written on (older: none)
+  std::optional<std::int64_t> written_ms;  // Kafka's timestamp of the last record (Unix ms)
+  std::string bad;                         // a value under the key that is not a WAL position
+  std::string error;                       // the topic could not be read: why
   bool refused = false;  // the broker refused the credentials or certificate (`error` says)
 };
 

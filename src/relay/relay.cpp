@@ -640,7 +640,17 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   // A loss found on start: with --accept-slot-loss said as an error and counted, the stream goes
   // on; without, the relay stops (exit 4) before anything is created or streamed.
   void loss_found(const std::string& event, const std::string& what, const std::string& from,
-                  const std::string& held) {
+                  const std::string& held, bool repairable = true) {
+    if (repairable && gap_repair_unused_) {
+      gap_repair_unused_ = false;
+      ++metrics_.slot_gaps_repaired;
+      log_->warn(
+          "event=slot_gap_repaired slot={} store={} key={}: {}; the outbox rows of the gap "
+          "that Kafka lacked were published before streaming: {}",
+          config_.slot, quoted(progress_->where()), quoted(checkpoint_key()), what,
+          config_.gap_repaired);
+      return;
+    }
     if (config_.accept_slot_loss) {
       ++metrics_.slot_losses_accepted;
       log_->error(
@@ -700,7 +710,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
                      "transactions this server does not have, and events it commits at positions "
                      "up to " +
                      recorded.to_string() + " may be taken for delivered",
-                 confirmed.to_string(), held_words());
+                 confirmed.to_string(), held_words(), false);
       co_return confirmed;
     }
     if (confirmed > recorded) {
@@ -753,6 +763,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
         if (accepted) co_await record_accepted(*accepted);
         if (gen != session_gen_) co_return;
         record_verified_ = true;
+        gap_repair_unused_ = false;  // the start's comparison is done
         log_->info("event=progress_verified slot={} store={} slot_confirmed={}", config_.slot,
                    quoted(progress_->where()),
                    slot.confirmed_flush_lsn.value_or(Lsn{}).to_string());
@@ -1251,7 +1262,9 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   StatusReporter status_;
   asio::steady_timer backoff_timer_;
   asio::steady_timer delivery_watch_;  // watch_deliveries()
-  Clock::time_point last_report_;      // the last delivery report, or the first record since
+  // RelayConfig::gap_repaired, for the first loss found only.
+  bool gap_repair_unused_ = !config_.gap_repaired.empty();
+  Clock::time_point last_report_;  // the last delivery report, or the first record since
   std::mt19937_64 rng_;
   bool reading_wait_ = false;  // stream() waits on the replication socket
   bool waiting_ = false;

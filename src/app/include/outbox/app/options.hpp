@@ -70,6 +70,12 @@ struct Options {
   bool failover = false;
   // --standby: a standby whose copy of the slot /metrics reports (outbox_relay_failover_ready).
   std::string standby;
+  // --gap-repair-column: the outbox's time column, from which a gap the progress record shows
+  // (a slot lost while the relay was down) is repaired before streaming (gap_repair.hpp); empty:
+  // such a gap stops the relay (exit 4). --gap-repair-margin: how far before the record's time
+  // the repair looks (transactions that ran that long, clocks that far apart).
+  std::string gap_repair_column;
+  std::chrono::milliseconds gap_repair_margin{std::chrono::hours(1)};
   bool help = false;
   bool version = false;
 };

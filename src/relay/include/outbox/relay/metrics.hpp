@@ -79,6 +79,7 @@ struct Metrics {
   // Promotions after which Kafka held events of the old timeline past its switch point (ghosts).
   std::uint64_t timeline_ghosts = 0;
   std::uint64_t slot_losses_accepted = 0;  // --accept-slot-loss took a slot that was gone
+  std::uint64_t slot_gaps_repaired = 0;    // a lost slot's gap published from the table first
   // Changes the stream carried that are not outbox events, by reason: other_table, update,
   // delete, truncate.
   std::map<std::string, std::uint64_t, std::less<>> skipped_changes;

@@ -52,6 +52,11 @@ struct RelayConfig {
   // A missing slot whose progress record shows that it delivered before (progress_record.hpp) is
   // created anew anyway, the loss logged as an error and counted; without it the relay exits 4.
   bool accept_slot_loss = false;
+  // Set by the caller once it published the outbox rows of a gap that the progress record shows
+  // (a slot dropped or made anew while the relay was down) before the relay starts: what it did,
+  // for the log. The first start then goes on past that loss (logged, counted in
+  // slot_gaps_repaired) and moves the record to the slot; a loss found later is not covered.
+  std::string gap_repaired;
   mapping::MapperConfig mapper;
   kafka::ProducerConfig producer;
   std::chrono::milliseconds status_interval{10'000};

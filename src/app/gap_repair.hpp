@@ -1,0 +1,21 @@
+// A gap left by a slot lost while the relay was down, repaired from the outbox table before the
+// relay starts (run --gap-repair-column). Private to app; blocking (libpq, a Kafka consumer and
+// producer): runs before the relay's io_context does.
+#pragma once
+
+#include "outbox/app/options.hpp"
+
+namespace outbox::app {
+
+// When the relay's progress record (Kafka's checkpoint topic) shows a slot of this name delivered
+// through a position and the slot is now missing or confirmed past it: the slot is made first (a
+// missing one, so that nothing committed from now on is missed), then the outbox rows of the gap
+// that Kafka lacks are published with reconcile's repair over the time column, from the record's
+// time minus the margin to now, in commit order (reconcile's), and `config.gap_repaired` says so:
+// the relay then goes on past that loss, before any event of the new slot is streamed. Nothing to
+// repair, or a case it cannot repair (no record time, a lost slot, --no-create with the slot
+// missing, Kafka unreachable): `config` is left as it is and the relay's own check decides (exit 4
+// names the range). Returns kExitOk, or kExitSlotLost when the repair failed (said on stderr).
+int repair_slot_gap(const Options& options, relay::RelayConfig& config);
+
+}  // namespace outbox::app
