@@ -179,7 +179,7 @@ std::string amz_date(std::chrono::system_clock::time_point time) {
     throw std::invalid_argument(
         "aws: cannot sign the request: the time is outside years 1000-9999");
   }
-  char out[17];
+  char out[32];  // 16 and the NUL; more than enough for the compiler's range check
   std::snprintf(out, sizeof out, "%04d%02u%02uT%02d%02d%02dZ", year,
                 static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()),
                 static_cast<int>(clock.hours().count()), static_cast<int>(clock.minutes().count()),
