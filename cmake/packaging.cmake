@@ -1,8 +1,8 @@
 # The Debian package, built by CPack: `cmake --build build --target package` (or `cpack` in
 # build/) writes build/outbox-relay_<version>_amd64.deb. It holds the binary (/usr/bin), the
 # docs, the systemd unit (/lib/systemd/system/outbox-relay.service) and its environment file
-# (/etc/default/outbox-relay, a conffile, mode 0600) and its secrets (/etc/outbox-relay/pgpass
-# and kafka.properties, conffiles, mode 0600), loaded as systemd credentials. Installed and removed by tests/package.
+# (/etc/default/outbox-relay, a conffile, mode 0600) and its secrets (/etc/outbox-relay/pgpass,
+# kafka.properties and nats.creds, conffiles, mode 0600), loaded as systemd credentials. Installed and removed by tests/package.
 #
 # The unit and the environment file are the package's alone (component `systemd`, excluded
 # from a plain `cmake --install`): their paths are those of a Debian system, not of a --prefix.
@@ -13,6 +13,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/packaging/outbox-relay.default
         PERMISSIONS OWNER_READ OWNER_WRITE COMPONENT systemd EXCLUDE_FROM_ALL)
 # The unit's secrets, loaded as systemd credentials (LoadCredential=): root-only conffiles.
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/pgpass ${PROJECT_SOURCE_DIR}/packaging/kafka.properties
+              ${PROJECT_SOURCE_DIR}/packaging/nats.creds
         DESTINATION /etc/outbox-relay
         PERMISSIONS OWNER_READ OWNER_WRITE COMPONENT systemd EXCLUDE_FROM_ALL)
 

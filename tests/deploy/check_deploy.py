@@ -379,7 +379,7 @@ def check_unit(relay, unit, env_file):
     if "LimitCORE=0" not in text.splitlines():
         problem(f"{unit.name}: no LimitCORE=0 (a core dump would hold the passwords)")
     creds = dict(c.split(":", 1) for c in unit_settings(text, "LoadCredential"))
-    for needed in ("pgpass", "kafka.properties"):
+    for needed in ("pgpass", "kafka.properties", "nats.creds"):
         if needed not in creds:
             problem(f"{unit.name}: no LoadCredential={needed}:...")
     if "PGPASSFILE=%d/pgpass" not in unit_settings(text, "Environment"):
@@ -396,13 +396,24 @@ def check_unit(relay, unit, env_file):
             target = pathlib.Path(credentials) / name
             target.write_bytes(path.read_bytes())
             target.chmod(0o400)
-        argv = [a.replace("%d", credentials) for a in systemd_argv(text, env)]
-        if "PGPASSWORD" in " ".join(argv) or "password" in " ".join(argv).lower():
-            problem(f"{unit}: a password on the command line")
-        # argv[0] is the installed path; the binary under test checks the arguments.
-        parser_accepts(relay, argv[1:], f"{unit.name} ExecStart with {env_file.name}")
-    if flag_value(argv, "--pg") in (None, "") or flag_value(argv, "--brokers") in (None, ""):
-        problem(f"{unit.name}: --pg or --brokers empty with {env_file.name}")
+        # Every broker the environment file offers: RELAY_SINK, and each commented alternative.
+        sinks = [env.get("RELAY_SINK", "")] + [
+            l.split("=", 1)[1] for l in env_file.read_text().splitlines()
+            if l.startswith("#RELAY_SINK=")]
+        for sink in sinks:
+            argv = [a.replace("%d", credentials)
+                    .replace("/run/credentials/" + unit.name, credentials)
+                    for a in systemd_argv(text, dict(env, RELAY_SINK=sink))]
+            if "PGPASSWORD" in " ".join(argv) or "password" in " ".join(argv).lower():
+                problem(f"{unit}: a password on the command line")
+            # argv[0] is the installed path; the binary under test checks the arguments.
+            parser_accepts(relay, argv[1:], f"{unit.name} ExecStart with {env_file.name}: {sink}")
+            if flag_value(argv, "--pg") in (None, "") or (
+                    flag_value(argv, "--brokers") in (None, "")
+                    and flag_value(argv, "--nats") in (None, "")):
+                problem(f"{unit.name}: --pg, or --brokers and --nats, empty with {sink}")
+        if len(sinks) < 2 or not any("--nats" in s for s in sinks):
+            problem(f"{env_file.name}: no NATS JetStream alternative (#RELAY_SINK=--nats ...)")
 
 
 def check_readme_alerts():
