@@ -35,7 +35,7 @@ int repair_slot_gap(const Options& options, relay::RelayConfig& config) {
   if (options.gap_repair_column.empty() || config.accept_slot_loss) return relay::kExitOk;
   try {
     pg::AdminSession db(config.conninfo);
-    const std::optional<pg::SlotInfo> slot = db.slot(config.slot);
+    std::optional<pg::SlotInfo> slot = db.slot(config.slot);
     relay::ProgressLocation where;
     where.brokers = config.producer.brokers;
     where.properties = config.producer.properties;
@@ -43,20 +43,26 @@ int repair_slot_gap(const Options& options, relay::RelayConfig& config) {
     const relay::StoredProgress record =
         relay::read_stored_progress(where, db.system_id(), config.slot, config.connect_timeout);
     if (!record.error.empty() || !record.lsn) return relay::kExitOk;  // the relay's check decides
-    const bool missing = !slot;
+    const std::string range_from = record.lsn->to_string();
+    const bool lost = slot && pg::is_lost_slot(slot->wal_status);
+    const bool missing = !slot || lost;
     const bool ahead =
         slot && slot->confirmed_flush_lsn && *slot->confirmed_flush_lsn > *record.lsn;
     if (!missing && !ahead) return relay::kExitOk;
-    const std::string range_from = record.lsn->to_string();
-    if ((slot && pg::is_lost_slot(slot->wal_status)) || !record.written_ms ||
-        (missing && !config.create)) {
+    if (!record.written_ms || (missing && !config.create)) {
       spdlog::warn(
           "event=slot_gap_not_repaired slot={} recorded={} reason={}: the relay's check follows",
           config.slot, range_from,
-          quoted(missing && !config.create ? "--no-create: the slot is not made here"
-                 : !record.written_ms      ? "the progress record has no time"
-                                           : "the slot is lost: drop it first"));
+          quoted(!record.written_ms ? "the progress record has no time"
+                                    : "--no-create: the slot is not made here"));
       return relay::kExitOk;
+    }
+    // An invalidated slot (max_slot_wal_keep_size, idle_replication_slot_timeout) can never
+    // stream again: it goes, and a new one is made below.
+    if (lost) {
+      db.drop_slot(config.slot);
+      spdlog::warn("event=dropped_lost_slot slot={} invalidation_reason={}", config.slot,
+                   slot->invalidation_reason.value_or("-"));
     }
     // The new slot first: everything committed from its consistent point on is streamed by the
     // relay; the repair below covers what was committed before it.

@@ -160,6 +160,50 @@ TEST_F(SlotInvalidation, WalRemovedExitsWithCode4NamingTheCauseAndTheRecovery) {
   ASSERT_NO_FATAL_FAILURE(recover_as_advised(log, kRelayed + kMissed));
 }
 
+// The same invalidation with --gap-repair-column: the start drops the lost slot, makes a new one,
+// publishes the rows committed meanwhile from the table, and streams. Every event once, no exit.
+TEST_F(SlotInvalidation, WalRemovedIsRepairedWithGapRepairColumn) {
+  constexpr int kRelayed = 10, kMissed = 6, kAfter = 4;
+  ASSERT_NO_FATAL_FAILURE(relay_then_stop(kRelayed));
+  {
+    ScopeGuard reset([&] {
+      pg_->exec("ALTER SYSTEM RESET max_slot_wal_keep_size");
+      pg_->exec("SELECT pg_reload_conf()");
+    });
+    pg_->exec("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'");
+    pg_->exec("SELECT pg_reload_conf()");
+    insert_events(kMissed / 2, 2, kRelayed);
+    pg_->exec("CREATE TEMP TABLE wal_filler (x int)");
+    ASSERT_TRUE(wait_until(
+        [&] {
+          for (int i = 0; i < 3; ++i) {
+            pg_->exec("INSERT INTO wal_filler SELECT generate_series(1, 1000)");
+            pg_->scalar("SELECT pg_switch_wal()::text");
+          }
+          pg_->exec("CHECKPOINT");
+          return wal_status() == "lost";
+        },
+        60s, 200ms))
+        << "wal_status " << wal_status();
+  }
+  RelayProcess& relay = start_relay({"--gap-repair-column", "created_at"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  insert_events(kAfter / 2, 2, kRelayed + kMissed);
+  constexpr std::size_t kAll = kRelayed + kMissed + kAfter;
+  KafkaReader reader(brokers_, topics_);
+  ASSERT_TRUE(reader.read_until([&](const auto& r) { return r.size() >= kAll; }, 60s))
+      << reader.records().size() << " of " << kAll << "; see " << relay.log_path();
+  reader.read_for(1s);
+  std::map<std::string, int> copies;
+  for (const Record& r : reader.records()) ++copies[r.headers.at("id")];
+  EXPECT_EQ(copies.size(), kAll);
+  for (const auto& [id, n] : copies) EXPECT_EQ(n, 1) << id;
+  const std::string log = read_file(relay.log_path());
+  EXPECT_NE(log.find("event=dropped_lost_slot"), std::string::npos) << log;
+  EXPECT_NE(log.find("event=slot_gap_repaired"), std::string::npos) << log;
+  EXPECT_TRUE(relay.is_running());
+}
+
 // A slot dropped while the relay streams from it (an operator's mistake, a tool cleaning up): the
 // relay makes no new slot (it would start past events committed meanwhile, silently) but stops
 // with exit code 4 naming the loss.
