@@ -205,6 +205,38 @@ TEST_F(MessagesIntegration, MessagesOnlyThroughTheSqlFunction) {
   }
 }
 
+// A relay of messages loses its slot while it is down: messages leave no rows, so the gap cannot
+// be read back. The restart stops (exit 4) naming the slot and the position it delivered
+// through, and makes no slot; --gap-repair-column is refused (exit 2) for a relay of messages.
+TEST_F(MessagesIntegration, ASlotLostWhileDownStopsTheRestart) {
+  RelayProcess& relay = start_messages_relay({});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec("BEGIN;" + emit_json(0, "a") + emit_json(1, "a") + emit_json(2, "b") + "COMMIT;");
+  const Lsn lsn = pg_->current_wal_lsn();
+  ASSERT_EQ(read_all(3, {topics_[0]}).size(), 3u);
+  ASSERT_TRUE(expect_confirmed_reaches(lsn, 30s));
+  ASSERT_EQ(relay.terminate(30s), 0) << tail_file(relay.log_path(), 20);
+  pg_->drop_slot_if_exists(slot_);
+  pg_->exec("BEGIN;" + emit_json(3, "a") + emit_json(4, "b") + "COMMIT;");
+
+  RelayProcess& restarted = start_messages_relay({});
+  const auto code = restarted.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
+                                << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("replication slot " + slot_ + " does not exist, but its progress record"),
+            std::string::npos)
+      << log;
+  EXPECT_FALSE(pg_->slot_exists(slot_)) << "the relay made a new slot";
+
+  RelayProcess& repairing = start_messages_relay({"--gap-repair-column", "created_at"});
+  const auto refused = repairing.wait_exit(30s);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(*refused, 2) << tail_file(repairing.log_path(), 5);
+  EXPECT_EQ(read_all(3, {topics_[0]}).size(), 3u) << "nothing was sent past the loss";
+}
+
 // Inserts and messages in one transaction and across transactions, one aggregate (one
 // partition): Kafka has them in commit order, and within a transaction in WAL order.
 TEST_F(MessagesIntegration, InterleavedWithInsertsInCommitOrder) {
