@@ -202,9 +202,9 @@ Table run_flags(Options& o) {
   Table table = {
       pg_flag(r.conninfo,
               "libpq conninfo string or URI (replication=database is added) [required]"),
-      // Required unless --nats (parse_options).
+      // Required unless --nats (check_sink).
       flags::text("--brokers", "HOST:PORT[,...]", r.producer.brokers,
-                  "Kafka bootstrap servers [required]"),
+                  "Kafka bootstrap servers [required unless --nats]"),
       slot_flag(r.slot),
       publication_flag(r.publication),
       flags::off("--no-create", r.create,

@@ -35,6 +35,11 @@ std::string word_before(const std::string& text, std::size_t pos) {
 // "WORD (default)", "WORD (default; more)", "(WORD, the default)", "WORD (...; the default)".
 std::string default_of(const std::string& help) {
   if (help.find("[required]") != std::string::npos) return "required";
+  // "[required unless --nats]": required, with its exception.
+  if (const auto at = help.find("[required unless "); at != std::string::npos) {
+    const auto end = help.find(']', at);
+    if (end != std::string::npos) return help.substr(at + 1, end - at - 1);
+  }
   if (const auto at = help.find("(default"); at != std::string::npos) {
     std::size_t begin = at + 8;
     if (begin < help.size() && help[begin] == ':') ++begin;
