@@ -237,6 +237,11 @@ std::string render_prometheus(const relay::Metrics& m, const RelayIdentity& id) 
            "Aggregates whose events go to the dead-letter topic since one of them was "
            "dead-lettered.",
            m.parked_aggregates);
+  w.single("outbox_relay_all_aggregates_parked", "gauge",
+           "1 once more aggregates had a dead-lettered event than the relay keeps apart (100,000 "
+           "keys or 64 MiB of them): every later event goes to the dead-letter topic until the "
+           "relay is restarted (event=all_aggregates_parked); else 0.",
+           m.all_aggregates_parked);
   w.single("outbox_relay_publication_checks_total", "counter",
            "Checks that the publication publishes every insert into the outbox table, passed.",
            m.publication_checks);

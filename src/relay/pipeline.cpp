@@ -551,6 +551,7 @@ void Pipeline::park(std::optional<std::string_view> key) {
           config_.slot, parked_.size(), parked_key_bytes_, config_.dlq_topic, kMaxParkedAggregates,
           kMaxParkedKeyBytes);
       parked_all_ = true;
+      metrics_.all_aggregates_parked = 1;
       metrics_.parked_aggregates = parked_.size() + 1 + (parked_null_key_ ? 1 : 0);
       decltype(parked_)().swap(parked_);
       parked_key_bytes_ = 0;

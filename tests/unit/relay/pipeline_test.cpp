@@ -441,10 +441,12 @@ TEST_F(PipelineTest, PastTheParkedCapEveryAggregateIsParked) {
   constexpr std::size_t kCap = 100'000;  // Pipeline's kMaxParkedAggregates
   ASSERT_EQ(step(begin(0x1000)), Step::kDone);
   for (std::size_t i = 0; i <= kCap; ++i) {
+    if (i == kCap) EXPECT_EQ(metrics_.all_aggregates_parked, 0u) << "not before the cap";
     ASSERT_EQ(step(insert("e" + std::to_string(i), "k" + std::to_string(i), std::nullopt)),
               Step::kDone);
   }
   EXPECT_EQ(metrics_.parked_aggregates, kCap + 1);
+  EXPECT_EQ(metrics_.all_aggregates_parked, 1u) << "outbox_relay_all_aggregates_parked";
   ASSERT_EQ(step(insert("good", "never-seen")), Step::kDone);
   EXPECT_EQ(sink_.records.back().topic, "dlq") << "every aggregate is parked past the cap";
   EXPECT_EQ(sink_.records.back().error_header.rfind("parked: ", 0), 0u);

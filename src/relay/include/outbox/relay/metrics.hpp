@@ -107,7 +107,8 @@ struct Metrics {
   std::uint64_t bytes_in_flight = 0;
   double oldest_unacked_age_seconds = 0;
   bool producer_healthy = true;
-  std::uint64_t parked_aggregates = 0;  // aggregates whose events go to the dead-letter topic
+  std::uint64_t parked_aggregates = 0;      // aggregates whose events go to the dead-letter topic
+  std::uint64_t all_aggregates_parked = 0;  // 1: past the bound, every event is dead-lettered
 };
 
 }  // namespace outbox::relay
