@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""Checks the prose of README.md and docs/ against the repository (ctest docs.consistency):
+"""Checks the prose of README.md, CHANGELOG.md and every page under docs/ (recursively) against
+the repository (ctest docs.consistency):
 
 - every bench run id quoted (20261201T145537Z) has its committed bench/results/ID.json (or one
   in a comparison's folder, bench/results/compare/NAME/ID.json);
-- every relative link points at a file that exists (the pages other branches add are listed);
+- every relative link points at a file that exists, and every anchor of a link to a page
+  (`page.md#anchor`, or `#anchor` within the page) names a heading of that page by GitHub's slug
+  rules (lowercased; every character but letters, digits, spaces, hyphens and underscores
+  removed; spaces made hyphens; a repeated heading gets -1, -2, ...), or an explicit
+  `<a id="...">` / `<a name="...">` of the page; links and headings inside code are ignored;
 - every metric named (outbox_relay_...) is one /metrics serves: a row of the generated table in
   docs/metrics.md (histogram series _bucket, _sum and _count included);
 - the exit code table of docs/failures.md has a row for each code of relay::ExitCode, and no
@@ -13,19 +18,74 @@ Standard library only.
 import os
 import re
 import sys
+from urllib.parse import unquote
 
-# Pages written on other branches, linked already.
-PENDING = {"docs/security.md", "docs/failover.md", "docs/testing.md"}
 # Names that look like metrics and are not: the backlog count's temporary slot, a CMake target.
 NOT_METRICS = {"outbox_relay_scan", "outbox_relay_core"}
+
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+EXPLICIT = re.compile(r"<a\s[^>]*?\b(?:id|name)\s*=\s*[\"']([^\"']+)[\"']", re.I)
+LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s.*)?$", re.M)
 
 
 def pages(root):
     yield os.path.join(root, "README.md")
-    for d, _, files in os.walk(os.path.join(root, "docs")):
+    yield os.path.join(root, "CHANGELOG.md")
+    for d, dirs, files in os.walk(os.path.join(root, "docs")):
+        dirs.sort()
         for f in sorted(files):
             if f.endswith(".md"):
                 yield os.path.join(d, f)
+
+
+def prose_lines(text):
+    """The lines outside fenced code blocks, with inline code spans blanked."""
+    fence = None
+    for line in text.split("\n"):
+        m = FENCE.match(line)
+        if fence:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+                fence = None
+            continue
+        if m:
+            fence = m.group(1)
+            continue
+        yield line
+
+
+def without_code_spans(line):
+    return re.sub(r"(`+)(.+?)\1", lambda m: " " * len(m.group(0)), line)
+
+
+def slug(heading):
+    """GitHub's anchor for a heading's source text."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link: its text
+    text = re.sub(r"<[^>]+>", "", text)  # HTML tags
+    text = text.strip().lower()
+    text = "".join(c for c in text if c.isalnum() or c in " -_")
+    return text.replace(" ", "-")
+
+
+def anchors(text):
+    """Every anchor a page has: its headings' slugs (repeats numbered) and explicit ids."""
+    found, seen = set(), {}
+    for line in prose_lines(text):
+        found.update(EXPLICIT.findall(line))
+        m = HEADING.match(line)
+        if not m:
+            continue
+        base = slug(m.group(2) or "")
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        found.add(base if n == 0 else f"{base}-{n}")
+    return found
+
+
+def links(text):
+    prose = "\n".join(without_code_spans(l) for l in prose_lines(text))
+    return LINK.findall(prose) + REFERENCE.findall(prose)
 
 
 def main(root):
@@ -42,20 +102,32 @@ def main(root):
     if not served:
         problems.append("docs/metrics.md: no generated metrics table")
     committed = {f[:-5] for _, _, fs in os.walk(results) for f in fs if f.endswith(".json")}
+    page_anchors = {}
+
+    def anchors_of(path):
+        if path not in page_anchors:
+            page_anchors[path] = anchors(open(path).read())
+        return page_anchors[path]
+
     for page in pages(root):
         rel = os.path.relpath(page, root)
         text = open(page).read()
         for run in sorted(set(re.findall(r"\b(\d{8}T\d{6}Z)\b", text))):
             if run not in committed:
                 problems.append(f"{rel}: run {run} is quoted but no bench/results/**/{run}.json is committed")
-        for target in re.findall(r"\]\(([^)\s]+)\)", text):
-            if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+        for target in links(text):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):
                 continue
-            path = os.path.normpath(os.path.join(os.path.dirname(page), target.split("#", 1)[0]))
-            if os.path.relpath(path, root) in PENDING:
-                continue
+            file_part, _, anchor = target.partition("#")
+            path = os.path.normpath(os.path.join(os.path.dirname(page), file_part)) if file_part else page
             if not os.path.exists(path):
                 problems.append(f"{rel}: link to {target}: no such file")
+                continue
+            if not anchor or not path.endswith(".md"):
+                continue
+            if unquote(anchor) not in anchors_of(path):
+                where = "this page" if not file_part else os.path.relpath(path, root)
+                problems.append(f"{rel}: link to {target}: no heading or anchor #{anchor} in {where}")
         for name in sorted(set(re.findall(r"\boutbox_relay_[a-z_]*[a-z]", text))):
             if name not in served and name not in NOT_METRICS:
                 problems.append(f"{rel}: {name} is no metric /metrics serves (docs/metrics.md)")
