@@ -15,6 +15,8 @@
 #                touches no PostgreSQL); OUTBOX_SKIP_PG18 drops it
 #   failover     ctest -L failover: a PostgreSQL 18 primary and standby of their own, promoted
 #   nats         ctest -L nats: the JetStream publisher, and the relay publishing to it (--nats)
+#   aws          ctest -L aws: the SQS client against moto's server (scripts/aws-up.sh: one server
+#                for the run, not per lane; stopped at the end when this run started it)
 #   package      ctest -L package: the Debian package installed with dpkg (needs root or sudo)
 #   asan         the unit tests built with ASan+UBSan in build-asan/ and run there
 #   fuzz         the libFuzzer target fuzz_decoder built with clang in build-fuzz/, run for
@@ -47,7 +49,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO"
 RUN_T0=$(now_ms)
 
-ALL_TIERS=(unit repo deploy integration fault pg18 failover nats package asan fuzz bench)
+ALL_TIERS=(unit repo deploy integration fault pg18 failover nats aws package asan fuzz bench)
 quick=false
 if [ $# -gt 0 ]; then
   tiers=("$@")
@@ -99,6 +101,7 @@ BASE_NATS_PORT=$NATS_PORT
 BASE_NATS_MONITOR_PORT=$NATS_MONITOR_PORT
 FIRST_RC=0
 STARTED_LANES=()
+AWS_STARTED=""
 
 # ---- timings ----------------------------------------------------------------------------------
 # timed NAME CMD...: runs CMD, records "NAME seconds" in this process's timings file.
@@ -217,6 +220,9 @@ cleanup() {
   local rc=$?
   set +e
   jobs -p | xargs -r kill 2>/dev/null
+  if [ -n "$AWS_STARTED" ] && [ -z "${OUTBOX_KEEP_SERVICES:-}" ]; then
+    (unset OUTBOX_STATE_DIR && "$REPO/scripts/aws-down.sh" >/dev/null 2>&1)
+  fi
   if [ -z "${OUTBOX_KEEP_SERVICES:-}" ]; then
     local spec
     for spec in "${STARTED_LANES[@]}"; do
@@ -273,7 +279,7 @@ export CCACHE_BASEDIR="$REPO" CCACHE_NOHASHDIR=1
 
 ctest_args=()
 read -r -a ctest_args <<<"${OUTBOX_CTEST_ARGS:-}"
-TIER_LABELS='^(unit|repo|deploy|integration|fault|failover|nats|package)$'
+TIER_LABELS='^(unit|repo|deploy|integration|fault|failover|nats|aws|package)$'
 
 # ctest_in DIR [CTEST ARGS...]
 ctest_in() {
@@ -359,6 +365,17 @@ wants unit && { timed unit ctest_in "$BUILD" -L '^unit$' -j "$JOBS" || failed "c
 wants repo && { timed repo ctest_in "$BUILD" -L '^repo$' || failed "ctest tier repo" $?; }
 wants deploy && { timed deploy ctest_in "$BUILD" -L '^deploy$' -LE '^integration$' -j "$JOBS" ||
   failed "ctest tier deploy" $?; }
+# The aws tier: moto's server in the default state folder, shared by the run (its tests make
+# queues of their own names); its tests would start it too, here it is timed and stopped after.
+aws_tier() {
+  local pid_file="$SHARED_DIR/aws/moto_server.pid"
+  if ! { [ -f "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null; }; then
+    AWS_STARTED=1
+  fi
+  (unset OUTBOX_STATE_DIR && "$REPO/scripts/aws-up.sh" >/dev/null) || return 1
+  ctest_in "$BUILD" -L '^aws$'
+}
+wants aws && { timed aws aws_tier || failed "ctest tier aws" $?; }
 
 if [ -n "$lanes_pid" ]; then
   if ! wait "$lanes_pid"; then
