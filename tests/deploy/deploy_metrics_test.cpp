@@ -30,8 +30,9 @@ TEST_F(DeployMetrics, EveryQueriedMetricAndProbedPathIsReal) {
   create_outbox_table();
   const std::uint16_t port = free_port();
   metrics_addr_ = "127.0.0.1:" + std::to_string(port);
-  // A backlog count every second, so that its series exist when the script scrapes.
-  RelayProcess& relay = start_relay({"--backlog-interval", "1s"});
+  // A backlog count every second, so that its series exist when the script scrapes; --standby
+  // (here the primary itself: never ready) for the failover readiness series the rules query.
+  RelayProcess& relay = start_relay({"--backlog-interval", "1s", "--standby", conninfo_});
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
 
   // Events, so that the per-topic and histogram series have samples.
@@ -50,10 +51,11 @@ TEST_F(DeployMetrics, EveryQueriedMetricAndProbedPathIsReal) {
         const auto samples = parse_samples(http_get(port, "/metrics").body);
         const auto ok = samples.find("outbox_relay_backlog_scans_total{result=\"ok\"}");
         return ok != samples.end() && std::stoull(ok->second) >= 2 &&
-               samples.count("outbox_relay_oldest_pending_age_seconds") == 1;
+               samples.count("outbox_relay_oldest_pending_age_seconds") == 1 &&
+               samples.count("outbox_relay_failover_ready") == 1;
       },
       30s, 200ms))
-      << "no backlog count in /metrics within 30 s";
+      << "no backlog count or failover readiness in /metrics within 30 s";
 
   const CommandResult check = run_to_end(
       OUTBOX_PYTHON,

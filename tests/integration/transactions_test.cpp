@@ -223,7 +223,9 @@ TEST_P(LargeTransaction, LargerThanMaxInflightBytesEndToEnd) {
     const auto deadline = Clock::now() + 180s;
     while (!arrived && Clock::now() < deadline) {
       const auto confirmed = pg_->slot_confirmed_flush(slot_);
-      ASSERT_TRUE(reader.read_to_end(30s)) << "Kafka's end not reached within 30 s";
+      ASSERT_TRUE(reader.read_to_end(30s))
+          << "Kafka's end not reached within 30 s: "
+          << (reader.errors().empty() ? std::string("-") : reader.errors().back());
       arrived = all(reader.records());
       if (!arrived && early.empty() && confirmed && *confirmed > before_commit) {
         early = format_lsn(*confirmed) + " with " + std::to_string(all.count()) + " of " +

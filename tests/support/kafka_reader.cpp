@@ -199,8 +199,15 @@ bool KafkaReader::read_to_end(std::chrono::milliseconds timeout) {
     for (std::int32_t p = 0; p < count; ++p) {
       std::int64_t low = 0;
       std::int64_t high = 0;
-      const auto err =
-          rd_kafka_query_watermark_offsets(rk_.get(), topic.c_str(), p, &low, &high, 10000);
+      // A topic the relay has just made may have no leader yet (LEADER_NOT_AVAILABLE,
+      // NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PART for a moment): asked again until the
+      // deadline. It failed LargeTransaction's first read once, 0.5 s after the topic's creation.
+      rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+      for (;;) {
+        err = rd_kafka_query_watermark_offsets(rk_.get(), topic.c_str(), p, &low, &high, 10000);
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR || Clock::now() >= deadline) break;
+        poll_once(std::chrono::milliseconds(100));
+      }
       if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         errors_.push_back("high watermark of " + topic + "/" + std::to_string(p) + ": " +
                           rd_kafka_err2str(err));
