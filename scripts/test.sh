@@ -15,8 +15,9 @@
 #                touches no PostgreSQL); OUTBOX_SKIP_PG18 drops it
 #   failover     ctest -L failover: a PostgreSQL 18 primary and standby of their own, promoted
 #   nats         ctest -L nats: the JetStream publisher, and the relay publishing to it (--nats)
-#   aws          ctest -L aws: the SQS client against moto's server (scripts/aws-up.sh: one server
-#                for the run, not per lane; stopped at the end when this run started it)
+#   aws          ctest -L aws: the SQS and EventBridge clients against moto's server
+#                (scripts/aws-up.sh: one server for the run, not per lane; stopped at the end
+#                when this run started it)
 #   package      ctest -L package: the Debian package installed with dpkg (needs root or sudo)
 #   asan         the unit tests built with ASan+UBSan in build-asan/ and run there
 #   fuzz         the libFuzzer target fuzz_decoder built with clang in build-fuzz/, run for

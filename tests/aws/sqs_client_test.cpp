@@ -3,7 +3,8 @@
 // read back in order per group with its attributes and deduplication ids, a resend dropped
 // within the deduplication interval, an entry refused alone (over the queue's limit here; by the
 // service for a bad DelaySeconds), a wrong secret refused naming the source and not the secret,
-// keep-alive and parallel requests (throughput printed), transport failures retryable.
+// parallel requests (throughput printed), transport failures retryable; and EventBridge's
+// PutEvents to a rule with an SQS target, the event read back from the queue.
 #include "outbox/aws/sqs_client.hpp"
 
 #include <gtest/gtest.h>
@@ -12,12 +13,14 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "aws/json_protocol.hpp"
 #include "moto.hpp"
+#include "outbox/aws/eventbridge_client.hpp"
 
 namespace {
 
@@ -430,6 +433,87 @@ TEST_F(SqsMoto, ATransportFailureIsRetryable) {
   EXPECT_NE(b.error->message.find("no response within 300 ms"), std::string::npos)
       << b.error->message;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+}
+
+TEST_F(SqsMoto, EventBridgePutEventsReachesARuleWithAnSqsTarget) {
+  aws::SqsClient sqs(io_.get_executor(), config());
+  const auto url = create_queue(sqs, unique_name("events"), {});
+  std::string arn_request = "{\"QueueUrl\":";
+  aws::append_json_string(arn_request, url);
+  arn_request += ",\"AttributeNames\":[\"QueueArn\"]}";
+  const auto arn_answer = call(sqs, "GetQueueAttributes", std::move(arn_request));
+  ASSERT_FALSE(arn_answer.error) << arn_answer.error->message;
+  simdjson::dom::parser parser;
+  const std::string queue_arn(
+      std::string_view(parser.parse(arn_answer.body)["Attributes"]["QueueArn"]));
+
+  const auto base = config();
+  aws::EventBridgeConfig c{base.endpoint_url, base.region, base.credentials, base.http};
+  aws::EventBridgeClient events(io_.get_executor(), c);
+  auto events_call = [&](const std::string& action, std::string body) {
+    auto r = await_result<aws::EventBridgeCallResult>(
+        io_, [&](std::function<void(aws::EventBridgeCallResult)> done) {
+          events.call(action, std::move(body), std::move(done));
+        });
+    if (!r) throw std::runtime_error(action + ": no answer in time");
+    if (r->error) throw std::runtime_error(action + ": " + r->error->message);
+    return r->body;
+  };
+  const std::string bus = unique_name("outbox-bus");
+  events_call("CreateEventBus", "{\"Name\":\"" + bus + "\"}");
+  events_call("PutRule", "{\"Name\":\"to-queue\",\"EventBusName\":\"" + bus +
+                             "\",\"EventPattern\":\"{\\\"source\\\":[\\\"outbox.orders\\\"]}\"}");
+  std::string targets = "{\"Rule\":\"to-queue\",\"EventBusName\":\"" + bus +
+                        "\",\"Targets\":[{\"Id\":\"queue\",\"Arn\":";
+  aws::append_json_string(targets, queue_arn);
+  targets += "}]}";
+  events_call("PutTargets", std::move(targets));
+
+  std::vector<aws::PutEventsEntry> entries;
+  for (int i = 0; i < 3; ++i) {
+    entries.push_back({"outbox.orders",
+                       "OrderPlaced",
+                       "{\"id\":\"event-" + std::to_string(i) +
+                           "\",\"payload\":{\"n\":" + std::to_string(i) + "}}",
+                       bus,
+                       {}});
+  }
+  entries.push_back({"someone.else", "Other", "{}", bus, {}});  // no rule matches: taken, dropped
+  auto result =
+      await_result<aws::PutEventsResult>(io_, [&](std::function<void(aws::PutEventsResult)> done) {
+        events.put_events(entries, std::move(done));
+      });
+  ASSERT_TRUE(result);
+  ASSERT_FALSE(result->error) << result->error->message;
+  ASSERT_EQ(result->entries.size(), 4u);
+  for (const auto& e : result->entries) EXPECT_TRUE(e.ok()) << e.error_code << e.error_message;
+
+  const auto received = receive(sqs, url, 3, std::chrono::milliseconds(300));
+  ASSERT_EQ(received.size(), 3u);
+  std::set<std::string> ids;
+  for (const auto& r : received) {
+    simdjson::dom::parser p;
+    simdjson::dom::element event = p.parse(r.body);
+    EXPECT_EQ(std::string_view(event["source"]), "outbox.orders");
+    EXPECT_EQ(std::string_view(event["detail-type"]), "OrderPlaced");
+    // The consumer's deduplication key: the outbox event id, carried in Detail.
+    ids.insert(std::string(std::string_view(event["detail"]["id"])));
+  }
+  EXPECT_EQ(ids, (std::set<std::string>{"event-0", "event-1", "event-2"}));
+
+  // A wrong secret: refused naming the source.
+  auto bad_config = c;
+  bad_config.credentials.credentials.secret_access_key += "x";
+  aws::EventBridgeClient bad(io_.get_executor(), bad_config);
+  auto refused =
+      await_result<aws::PutEventsResult>(io_, [&](std::function<void(aws::PutEventsResult)> done) {
+        bad.put_events({entries[0]}, std::move(done));
+      });
+  ASSERT_TRUE(refused);
+  ASSERT_TRUE(refused->error);
+  EXPECT_EQ(refused->error->kind, aws::FailureKind::kClient) << refused->error->message;
+  EXPECT_NE(refused->error->message.find(kSource), std::string::npos) << refused->error->message;
+  EXPECT_EQ(refused->error->message.find(moto().secret_access_key), std::string::npos);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include "aws/eventbridge_protocol.hpp"
 #include "aws/json_protocol.hpp"
 
 namespace {
@@ -223,6 +224,41 @@ TEST(SqsProtocol, QueueAttributesAreRead) {
   EXPECT_TRUE(
       aws::parse_get_queue_attributes(R"({"Attributes":{"MaximumMessageSize":"x"}})").error);
   EXPECT_TRUE(aws::parse_get_queue_attributes("{}").error);
+}
+
+TEST(EventBridgeProtocol, PutEventsBodyAndAnswer) {
+  std::vector<aws::PutEventsEntry> entries = {
+      {"outbox.orders", "OrderPlaced", R"({"id":"e1"})", "bus", {"arn:x"}},
+      {"outbox.orders", "OrderPaid", "{}", "", {}}};
+  EXPECT_EQ(
+      aws::build_put_events(entries),
+      R"({"Entries":[{"Source":"outbox.orders","DetailType":"OrderPlaced","Detail":"{\"id\":\"e1\"}",)"
+      R"("EventBusName":"bus","Resources":["arn:x"]},)"
+      R"({"Source":"outbox.orders","DetailType":"OrderPaid","Detail":"{}"}]})");
+  EXPECT_EQ(aws::entry_size(entries[0]), 13u + 11 + 11 + 5);
+  EXPECT_NO_THROW(aws::check_put_events(entries));
+  EXPECT_THROW(aws::check_put_events({}), std::invalid_argument);
+  EXPECT_THROW(aws::check_put_events({{"s", "t", "", "", {}}}), std::invalid_argument);
+  EXPECT_THROW(aws::check_put_events(std::vector<aws::PutEventsEntry>(11, entries[1])),
+               std::invalid_argument);
+  EXPECT_THROW(aws::check_put_events({{"s", "t", std::string(262'144, 'x'), "", {}}}),
+               std::invalid_argument);
+
+  const auto r = aws::parse_put_events(
+      R"({"FailedEntryCount":2,"Entries":[{"EventId":"a"},{"ErrorCode":"MalformedDetail","ErrorMessage":"not JSON"},)"
+      R"({"ErrorCode":"ThrottlingException","ErrorMessage":"slow down"}]})",
+      3);
+  ASSERT_FALSE(r.error);
+  ASSERT_EQ(r.entries.size(), 3u);
+  EXPECT_TRUE(r.entries[0].ok());
+  EXPECT_EQ(r.entries[0].event_id, "a");
+  EXPECT_FALSE(r.entries[1].ok());
+  EXPECT_EQ(r.entries[1].kind, aws::FailureKind::kFinal);
+  EXPECT_EQ(r.entries[1].error_code, "MalformedDetail");
+  EXPECT_EQ(r.entries[2].kind, aws::FailureKind::kRetryable);
+  EXPECT_TRUE(aws::parse_put_events(R"({"Entries":[{"EventId":"a"}]})", 2).error);
+  EXPECT_TRUE(aws::parse_put_events(R"({"Entries":[{}]})", 1).error);
+  EXPECT_TRUE(aws::parse_put_events("nope", 1).error);
 }
 
 }  // namespace
