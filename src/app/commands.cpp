@@ -128,7 +128,8 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
     } else if (o.create_table) {
       db.create_outbox_table(o.schema, o.table);
       out << "table " << table
-          << ": created (id uuid, aggregatetype, aggregateid, type, payload jsonb)\n";
+          << ": created (id uuid, aggregatetype, aggregateid, type, payload jsonb, "
+             "created_at timestamptz)\n";
     } else {
       return fail(err, "setup",
                   "table " + table + " does not exist (create it, or pass --create-table)");

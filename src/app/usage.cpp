@@ -53,7 +53,8 @@ std::string usage(Command command) {
       return R"(outbox-relay setup: creates the publication (FOR TABLE the outbox table, inserts only, partitions
 under the table's name) and checks that it publishes every insert into the table, then creates the
 logical replication slot (pgoutput) the relay uses; with --create-table also the outbox table with
-the default columns (id uuid, aggregatetype, aggregateid, type, payload jsonb). Prints what it did.
+the default columns (id uuid, aggregatetype, aggregateid, type, payload jsonb, and created_at
+timestamptz, the time column of prune and reconcile). Prints what it did.
 Idempotent: what exists is left as it is.
 
 usage: outbox-relay setup --pg CONNINFO [flags]

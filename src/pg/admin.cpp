@@ -259,10 +259,11 @@ void AdminSession::create_outbox_table(const std::string& schema, const std::str
                "CREATE TABLE IF NOT EXISTS " + quote_identifier(schema) + "." +
                    quote_identifier(table) +
                    " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(),"
-                   " aggregatetype varchar(255) NOT NULL,"
-                   " aggregateid varchar(255) NOT NULL,"
-                   " type varchar(255) NOT NULL,"
-                   " payload jsonb)");
+                   " aggregatetype text NOT NULL,"
+                   " aggregateid text NOT NULL,"
+                   " type text NOT NULL,"
+                   " payload jsonb,"
+                   " created_at timestamptz NOT NULL DEFAULT now())");
 }
 
 }  // namespace outbox::pg

@@ -210,6 +210,17 @@ TEST_F(OpsIntegration, SetupStatusDrop) {
   CommandResult first = command("setup", setup_args);
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
   EXPECT_NE(first.out.find("table public." + table_ + ": created"), std::string::npos) << first.out;
+  // The columns of docs/records.md, created_at being the time column of prune and reconcile.
+  EXPECT_EQ(pg_->scalar("SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) ||"
+                        " CASE WHEN attnotnull THEN ' NOT NULL' ELSE '' END ||"
+                        " coalesce(' DEFAULT ' || pg_get_expr(d.adbin, d.adrelid), ''), ', '"
+                        " ORDER BY attnum) FROM pg_attribute a LEFT JOIN pg_attrdef d"
+                        " ON d.adrelid = a.attrelid AND d.adnum = a.attnum"
+                        " WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped",
+                        {"public." + table_}),
+            "id uuid NOT NULL DEFAULT gen_random_uuid(), aggregatetype text NOT NULL, aggregateid "
+            "text NOT NULL, type text NOT NULL, payload jsonb, created_at timestamp with time zone "
+            "NOT NULL DEFAULT now()");
   EXPECT_NE(first.out.find("publication " + publication_ + ": created"), std::string::npos)
       << first.out;
   EXPECT_NE(first.out.find("slot " + slot_ + ": created"), std::string::npos) << first.out;

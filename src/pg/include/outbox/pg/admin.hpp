@@ -104,7 +104,8 @@ class AdminSession {
   void drop_slot(const std::string& name);
 
   bool table_exists(const std::string& schema, const std::string& table);
-  // The outbox table with the default columns (those of Debezium's outbox event router).
+  // The outbox table with the default columns (those of Debezium's outbox event router) and
+  // created_at timestamptz NOT NULL DEFAULT now(), the time column of prune and reconcile.
   void create_outbox_table(const std::string& schema, const std::string& table);
   // outbox.emit(), which emits an outbox event as a transactional logical message with
   // `prefix` (emit_function_sql()); replaces an older one.
