@@ -256,7 +256,7 @@ Table run_flags(Options& o) {
   table.push_back(named(flags::name("--messages", m.message_prefix,
                                     "also relay transactional logical decoding messages with this "
                                     "prefix\n(pg_logical_emit_message(true, PREFIX, envelope), "
-                                    "PostgreSQL 14+);\nwithout --table, only them (default: none);"
+                                    "PostgreSQL 15+);\nwithout --table, only them (default: none);"
                                     "\nrefused while PUBLIC may emit (setup --messages)"),
                         "PREFIX"));
   table.push_back(
