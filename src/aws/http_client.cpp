@@ -6,6 +6,7 @@
 #include <utility>
 // clang-format on
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -13,7 +14,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl/context.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -170,11 +170,18 @@ struct HttpClient::Impl : std::enable_shared_from_this<Impl> {
     if (ec) co_return "resolving " + endpoint.host + ": " + ec.message();
     if (endpoint.tls) {
       conn.tls.emplace(executor, *tls_context);
-      // SNI, and the certificate must name the host.
-      if (!SSL_set_tlsext_host_name(conn.tls->native_handle(), endpoint.host.c_str())) {
-        co_return "TLS: cannot set the server name " + endpoint.host;
-      }
-      conn.tls->set_verify_callback(asio::ssl::host_name_verification(endpoint.host));
+      // The certificate must name the host (OpenSSL's own check, so that a mismatch is reported
+      // as one); SNI for a name, not for an address (RFC 6066).
+      SSL* ssl = conn.tls->native_handle();
+      X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+      X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      boost::system::error_code not_ip;
+      asio::ip::make_address(endpoint.host, not_ip);
+      const bool named = not_ip
+                             ? X509_VERIFY_PARAM_set1_host(param, endpoint.host.c_str(), 0) == 1 &&
+                                   SSL_set_tlsext_host_name(ssl, endpoint.host.c_str()) == 1
+                             : X509_VERIFY_PARAM_set1_ip_asc(param, endpoint.host.c_str()) == 1;
+      if (!named) co_return "TLS: cannot set the server name " + endpoint.host;
     } else {
       conn.plain.emplace(executor);
     }

@@ -1,7 +1,8 @@
 // aws::HttpClient against a small keep-alive HTTP/1.1 server in the test process (moto's server
 // closes every connection, so keep-alive is checked here): connections reused and bounded, a
 // kept-alive connection the server closed meanwhile retried once on a new one, and the client's
-// own throughput on loopback.
+// own throughput on loopback; TLS against a server with a self-signed certificate (trusted and
+// named, untrusted, trusted but for another name).
 #include "outbox/aws/http_client.hpp"
 
 #include <gtest/gtest.h>
@@ -9,9 +10,13 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -173,10 +178,8 @@ TEST(HttpClient, EndpointUrls) {
   EXPECT_THROW(aws::parse_endpoint("http://"), std::invalid_argument);
 }
 
-TEST(HttpClient, TlsRefusesACertificateItCannotVerify) {
-  // A TLS endpoint whose certificate no CA of the system store signed: the plain echo server
-  // answers no TLS at all, so this checks the handshake failing as a transport error; the
-  // verification itself is OpenSSL's (verify_peer, X509_check_host).
+TEST(HttpClient, ATlsEndpointThatSpeaksNoTlsIsATransportError) {
+  // https:// to a plain HTTP server: the handshake fails, reported as such (no status).
   EchoServer server;
   asio::io_context io;
   aws::HttpClient client(io.get_executor(),
@@ -188,6 +191,113 @@ TEST(HttpClient, TlsRefusesACertificateItCannotVerify) {
       });
   ASSERT_TRUE(r);
   EXPECT_NE(r->error.find("TLS handshake with https://127.0.0.1:"), std::string::npos) << r->error;
+}
+
+// A self-signed certificate for DNS:localhost only, made with the openssl tool.
+struct SelfSigned {
+  std::filesystem::path dir;
+  std::string cert;
+  std::string key;
+  SelfSigned() {
+    char pattern[] = "/tmp/outbox-aws-tls-XXXXXX";
+    dir = ::mkdtemp(pattern);
+    cert = (dir / "cert.pem").string();
+    key = (dir / "key.pem").string();
+    const std::string command =
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost "
+        "-addext subjectAltName=DNS:localhost -keyout " +
+        key + " -out " + cert + " >/dev/null 2>&1";
+    if (std::system(command.c_str()) != 0) throw std::runtime_error("openssl req failed");
+  }
+  ~SelfSigned() { std::filesystem::remove_all(dir); }
+};
+
+// EchoServer's answers over TLS with that certificate; a handshake the client refuses ends the
+// connection.
+class TlsEchoServer {
+ public:
+  explicit TlsEchoServer(const SelfSigned& identity)
+      : context_(asio::ssl::context::tls_server),
+        acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
+    context_.use_certificate_chain_file(identity.cert);
+    context_.use_private_key_file(identity.key, asio::ssl::context::pem);
+    thread_ = std::thread([this] {
+      while (true) {
+        tcp::socket socket(io_);
+        boost::system::error_code ec;
+        acceptor_.accept(socket, ec);
+        if (stop_ || ec) return;
+        asio::ssl::stream<tcp::socket> stream(std::move(socket), context_);
+        stream.handshake(asio::ssl::stream_base::server, ec);
+        if (ec) continue;
+        boost::beast::flat_buffer buffer;
+        http::request<http::string_body> request;
+        http::read(stream, buffer, request, ec);
+        if (ec) continue;
+        http::response<http::string_body> response(http::status::ok, 11);
+        response.keep_alive(false);
+        response.body() = request.body();
+        response.prepare_payload();
+        http::write(stream, response, ec);
+        stream.shutdown(ec);
+      }
+    });
+  }
+  ~TlsEchoServer() {
+    stop_ = true;
+    boost::system::error_code ec;
+    tcp::socket wake(io_);
+    wake.connect(acceptor_.local_endpoint(), ec);
+    thread_.join();
+  }
+  std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
+
+ private:
+  asio::io_context io_;
+  asio::ssl::context context_;
+  tcp::acceptor acceptor_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+aws::HttpResponse tls_request(const std::string& url, const std::string& ca_file) {
+  asio::io_context io;
+  aws::HttpClientConfig config;
+  config.ca_file = ca_file;
+  config.connect_timeout = std::chrono::milliseconds(3000);
+  aws::HttpClient client(io.get_executor(), aws::parse_endpoint(url), config);
+  auto r = outbox_test::await_result<aws::HttpResponse>(
+      io, [&](std::function<void(aws::HttpResponse)> done) {
+        client.async_request(post("over tls"), std::move(done));
+      });
+  if (!r) throw std::runtime_error("no answer from " + url);
+  return std::move(*r);
+}
+
+TEST(HttpClient, TlsVerifiesTheCertificateAndTheHostName) {
+  const SelfSigned identity;
+  TlsEchoServer server(identity);
+  const std::string port = std::to_string(server.port());
+
+  // Trusted and named: the answer comes.
+  const auto good = tls_request("https://localhost:" + port, identity.cert);
+  EXPECT_EQ(good.error, "");
+  EXPECT_EQ(good.status, 200);
+  EXPECT_EQ(good.body, "over tls");
+
+  // The system's store does not know a self-signed certificate.
+  const auto untrusted = tls_request("https://localhost:" + port, "");
+  EXPECT_NE(untrusted.error.find("TLS handshake with https://localhost:"), std::string::npos)
+      << untrusted.error;
+  EXPECT_NE(untrusted.error.find("self-signed certificate"), std::string::npos) << untrusted.error;
+  EXPECT_EQ(untrusted.status, 0);
+
+  // Trusted, but issued for localhost, not 127.0.0.1.
+  const auto misnamed = tls_request("https://127.0.0.1:" + port, identity.cert);
+  EXPECT_NE(misnamed.error.find("TLS handshake with https://127.0.0.1:"), std::string::npos)
+      << misnamed.error;
+  EXPECT_EQ(misnamed.status, 0);
+  EXPECT_NE(misnamed.error.find("IP address mismatch"), std::string::npos) << misnamed.error;
 }
 
 }  // namespace

@@ -28,11 +28,14 @@ struct Moto {
 
 inline const Moto& moto() {
   static const Moto server = [] {
-    // aws-up.sh is idempotent (a running server: 0.1 s); the env file it writes is the state
-    // folder's (OUTBOX_STATE_DIR, default .local).
+    // aws-up.sh is idempotent (a running server: 0.1 s); one moto for every lane, in the default
+    // state folder (.local), whose env file it writes.
     const std::string command =
         "env -u OUTBOX_STATE_DIR bash -c 'set -e; source \"" + std::string(OUTBOX_SOURCE_DIR) +
-        "/scripts/lib.sh\"; \"$REPO/scripts/aws-up.sh\" >/dev/null; source \"$ENV_FILE\"; "
+        "/scripts/lib.sh\"; mkdir -p \"$SHARED_DIR\"; "
+        // One start at a time: test processes run in parallel (ctest -j) would race for the port.
+        "flock \"$SHARED_DIR/.aws-up.lock\" \"$REPO/scripts/aws-up.sh\" >/dev/null; "
+        "source \"$ENV_FILE\"; "
         "printf \"%s\\n\" \"$OUTBOX_AWS_ENDPOINT\" \"$OUTBOX_AWS_REGION\" "
         "\"$OUTBOX_AWS_ACCESS_KEY_ID\" \"$OUTBOX_AWS_SECRET_ACCESS_KEY\"'";
     FILE* pipe = ::popen(command.c_str(), "r");

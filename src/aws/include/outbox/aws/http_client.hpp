@@ -8,8 +8,8 @@
 // coroutine on the io thread with no second event loop to bridge; libcurl's multi interface on
 // Asio needs its socket and timer callbacks glued to Asio descriptors by hand, and its
 // development package is not on the machine. Beast costs us what libcurl would have done for us:
-// TLS set up by hand (OpenSSL through Asio's ssl::stream, the system CA store, SNI and the
-// host name checked with X509_check_host), a connection closed by the server between two requests
+// TLS set up by hand (OpenSSL through Asio's ssl::stream, the system CA store, SNI, and the
+// host name or address checked by OpenSSL's verification: X509_VERIFY_PARAM_set1_host/_ip), a connection closed by the server between two requests
 // (retried once on a new connection when it was reused and nothing came back), no HTTP/2 (AWS's
 // SQS and EventBridge endpoints speak HTTP/1.1) and no proxy support. No HTTP pipelining either:
 // AWS's SDKs do not pipeline, and a response lost in a pipeline would fail every request behind
