@@ -34,7 +34,9 @@ inline const Moto& moto() {
         "env -u OUTBOX_STATE_DIR bash -c 'set -e; source \"" + std::string(OUTBOX_SOURCE_DIR) +
         "/scripts/lib.sh\"; mkdir -p \"$SHARED_DIR\"; "
         // One start at a time: test processes run in parallel (ctest -j) would race for the port.
-        "flock \"$SHARED_DIR/.aws-up.lock\" \"$REPO/scripts/aws-up.sh\" >/dev/null; "
+        // -o: the lock's descriptor is not inherited, else the moto_server a start leaves running
+        // would hold the lock for its life and every later test would wait on it.
+        "flock -o -w 300 \"$SHARED_DIR/.aws-up.lock\" \"$REPO/scripts/aws-up.sh\" >/dev/null; "
         "source \"$ENV_FILE\"; "
         "printf \"%s\\n\" \"$OUTBOX_AWS_ENDPOINT\" \"$OUTBOX_AWS_REGION\" "
         "\"$OUTBOX_AWS_ACCESS_KEY_ID\" \"$OUTBOX_AWS_SECRET_ACCESS_KEY\"'";
