@@ -22,6 +22,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -96,8 +97,13 @@ std::string shell_quote(const std::string& value) {
   return quoted + "'";
 }
 
+// The logs folder may not exist yet: this test can be the first of the build to run.
 void write_private_file(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(path);
+  out << text;
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + path);
   ::chmod(path.c_str(), 0600);
 }
 
