@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A PostgreSQL 18 primary and a streaming standby for the failover test (docs/failover.md), in
 # $(pg_root of version 18)/pair, TCP on 127.0.0.1 only, trust auth, superuser postgres, database
-# outbox:
+# outbox. OUTBOX_PAIR_PG_VERSION=15 (given to every call) makes a PostgreSQL 15 pair instead, in
+# $(pg_root of version 15)/pair: no failover slots there (synchronized_standby_slots and
+# sync_replication_slots are 17's), so the promoted standby never has the relay's slot:
 #   pg_pair.sh up PRIMARY_PORT STANDBY_PORT [unprotected]   fresh pair: the primary with
 #       wal_level = logical and synchronized_standby_slots = 'pair_standby' (empty with
 #       `unprotected`: the misconfiguration docs/failover.md warns about); the standby from
@@ -16,7 +18,7 @@
 #   pg_pair.sh down                           stops both (immediate) and removes the pair.
 # The binaries are those of scripts/pg-up.sh with OUTBOX_PG_VERSION=18 (installed if needed).
 set -euo pipefail
-export OUTBOX_PG_VERSION=18
+export OUTBOX_PG_VERSION="${OUTBOX_PAIR_PG_VERSION:-18}"
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 
@@ -56,6 +58,14 @@ case "${1:-}" in
     s=$3
     protect="'pair_standby'"
     [ "${4:-}" = unprotected ] && protect="''"
+    # Failover slots' settings, 17 and later only (15 refuses to start on a name it lacks).
+    primary_slots="synchronized_standby_slots = $protect"
+    standby_slots="synchronized_standby_slots = ''
+sync_replication_slots = on"
+    if [ "$OUTBOX_PG_VERSION" = 15 ]; then
+      primary_slots=""
+      standby_slots=""
+    fi
     stop_if_running "$STANDBY"
     stop_if_running "$PRIMARY"
     rm -rf "$DIR"
@@ -71,7 +81,7 @@ unix_socket_directories = ''
 wal_level = logical
 max_wal_senders = 10
 max_replication_slots = 10
-synchronized_standby_slots = $protect
+$primary_slots
 CONF
     pg_ctl start -w -t 60 -D "$PRIMARY" -l "$DIR/log/primary.log" >/dev/null ||
       die "the primary did not start: $(tail -n 20 "$DIR/log/primary.log")"
@@ -85,10 +95,9 @@ CONF
     as_pg tee -a "$STANDBY/postgresql.conf" >/dev/null <<CONF
 # tests/failover/pg_pair.sh: the standby
 port = $s
-synchronized_standby_slots = ''
+$standby_slots
 primary_conninfo = 'host=127.0.0.1 port=$p user=postgres dbname=outbox application_name=pair_standby'
 primary_slot_name = 'pair_standby'
-sync_replication_slots = on
 hot_standby_feedback = on
 hot_standby = on
 CONF

@@ -11,6 +11,9 @@
 // counted and printed). In both delivery modes; and without synchronized_standby_slots, the
 // misconfiguration: the relay warns and ghosts reach Kafka.
 //
+// FailoverWithoutTheSlot: a PostgreSQL 15 pair (no failover slots), the promoted standby without
+// the relay's slot: exit 4 naming the range, then the gap repaired with --gap-repair-column.
+//
 // The pair runs on OUTBOX_PG_FAILOVER_PORT and the next port (default: OUTBOX_PG_PORT, or
 // 25432, plus 2); Kafka is the shared broker of scripts/test.sh.
 
@@ -23,6 +26,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -183,6 +187,8 @@ class PairTest : public E2eTest {
 
   // false: the primary without synchronized_standby_slots (the misconfiguration).
   virtual bool protected_pair() const { return true; }
+  // The pair's PostgreSQL version (pg_pair.sh's OUTBOX_PAIR_PG_VERSION); empty: its default, 18.
+  virtual std::string pair_version() const { return ""; }
 
   void SetUp() override {
     E2eTest::SetUp();
@@ -219,9 +225,11 @@ class PairTest : public E2eTest {
   }
 
   CommandResult pair(const std::vector<std::string>& args) {
-    std::vector<std::string> full = {std::string(OUTBOX_PAIR_SCRIPT)};
+    std::vector<std::string> full = {"OUTBOX_PAIR_PG_VERSION=" + pair_version(), "/bin/bash",
+                                     std::string(OUTBOX_PAIR_SCRIPT)};
+    if (pair_version().empty()) full.erase(full.begin());
     full.insert(full.end(), args.begin(), args.end());
-    return run_to_end("/bin/bash", full, log_path("pair_" + args[0] + "_out"),
+    return run_to_end("/usr/bin/env", full, log_path("pair_" + args[0] + "_out"),
                       log_path("pair_" + args[0] + "_err"), 180s);
   }
 
@@ -575,6 +583,106 @@ TEST_P(StandbyDecoding, RelayOnTheStandbyCarriesOnThroughItsPromotion) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Delivery, StandbyDecoding,
+                         ::testing::Values("at-least-once", "exactly-once"), [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
+
+// A PostgreSQL 15 primary fails over to its standby (pg_pair.sh with OUTBOX_PAIR_PG_VERSION=15):
+// 15 has no failover slots, so the promoted standby never had the relay's slot. The relay, given
+// both hosts with target_session_attrs=read-write, finds the promoted standby without its slot
+// and stops (exit 4) naming the position it delivered through, instead of making a slot that
+// starts past the events committed meanwhile; prune deletes none of those. Started again with
+// --gap-repair-column, it makes the slot, publishes the rows Kafka lacks from the table and
+// streams: every row of the promoted database in Kafka once, each aggregate in order.
+class FailoverWithoutTheSlot : public PairTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  FailoverWithoutTheSlot() : PairTest("pg15fo") {}
+  std::string pair_version() const override { return "15"; }
+
+  void insert(int first_seq, int count) {
+    pg_->query(
+        "INSERT INTO " + qualified_table() +
+            " (aggregatetype, aggregateid, type, payload) SELECT $1, 'agg-' || (g % 3),"
+            " 'Changed', jsonb_build_object('seq', g) FROM generate_series($2::bigint,"
+            " $3::bigint) AS g ORDER BY g",
+        {aggregatetypes_[0], std::to_string(first_seq), std::to_string(first_seq + count - 1)});
+  }
+};
+
+TEST_P(FailoverWithoutTheSlot, TheRelayStopsNamingTheRangeAndARestartRepairsTheGap) {
+  constexpr int kRelayed = 10, kGap = 6, kAfter = 4;
+  create_outbox_table(", created_at timestamptz NOT NULL DEFAULT clock_timestamp()");
+  ASSERT_NO_FATAL_FAILURE(wait_for_table_on_standby());
+  RelayProcess& relay = start_relay({"--delivery", GetParam()});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  insert(0, kRelayed);
+  const Lsn end = pg_->current_wal_lsn();
+  ASSERT_TRUE(expect_confirmed_reaches(end, 60s));
+  // The standby replayed all of it: nothing the relay delivered is lost at the promotion.
+  PgClient standby(standby_);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const auto at = standby.scalar("SELECT pg_last_wal_replay_lsn()::text");
+        return at && parse_lsn(*at) >= end;
+      },
+      30s));
+  ASSERT_EQ(pair({"kill-primary"}).exit_code, 0);
+  ASSERT_EQ(pair({"promote"}).exit_code, 0);
+
+  const auto code = relay.wait_exit(90s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop on the promoted standby\n"
+                                << tail_file(relay.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(relay.log_path(), 20);
+  const std::string log = read_file(relay.log_path());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      log, m,
+      std::regex("slot " + slot_ +
+                 " disappeared while the relay was using it; events committed after its last "
+                 "confirmed position ([0-9A-F]+/[0-9A-F]+)")))
+      << log;
+  EXPECT_GE(parse_lsn(m[1].str()), end) << "the position named is before what was confirmed";
+  ASSERT_TRUE(reconnect_pg(30s));
+  EXPECT_FALSE(pg_->slot_exists(slot_)) << "the relay made a slot on the promoted standby";
+
+  // The gap: committed on the promoted standby while it has no slot.
+  insert(kRelayed, kGap);
+  CommandResult pruned =
+      run_to_end(relay_bin_,
+                 {"prune", "--pg", conninfo_, "--slot", slot_, "--table", qualified_table(),
+                  "--brokers", brokers_, "--column-time", "created_at", "--older-than", "1ms"},
+                 log_path("prune_out"), log_path("prune_err"), 60s);
+  EXPECT_EQ(pruned.exit_code, 1) << pruned.out << pruned.err;
+  EXPECT_EQ(pg_->scalar("SELECT count(*)::text FROM " + qualified_table()),
+            std::optional<std::string>(std::to_string(kRelayed + kGap)));
+
+  RelayProcess& repaired =
+      start_relay({"--delivery", GetParam(), "--gap-repair-column", "created_at"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(repaired));
+  insert(kRelayed + kGap, kAfter);
+  const auto rows = committed_rows();
+  ASSERT_EQ(rows.size(), std::size_t{kRelayed + kGap + kAfter});
+  KafkaReader reader(brokers_, topics_);
+  DistinctIds all_there(rows.size());
+  ASSERT_TRUE(reader.read_until(std::ref(all_there), 60s))
+      << all_there.count() << " distinct events in Kafka for " << rows.size() << " rows; see "
+      << repaired.log_path();
+  reader.read_for(1s);
+  const PromotedEvents events = check_promoted(reader.records(), rows);
+  EXPECT_EQ(events.problems.count(), 0u) << events.problems.describe();
+  EXPECT_EQ(events.first_seen.size(), rows.size());
+  EXPECT_EQ(events.ghosts, 0u);
+  EXPECT_EQ(events.duplicates, 0u) << "nothing was in flight at the failover";
+  const std::string repaired_log = read_file(repaired.log_path());
+  EXPECT_NE(repaired_log.find("event=slot_gap_repaired"), std::string::npos) << repaired_log;
+  EXPECT_NE(repaired_log.find("repaired=" + std::to_string(kGap)), std::string::npos)
+      << repaired_log;
+  expect_graceful_stop(repaired);
+}
+
+INSTANTIATE_TEST_SUITE_P(Delivery, FailoverWithoutTheSlot,
                          ::testing::Values("at-least-once", "exactly-once"), [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;

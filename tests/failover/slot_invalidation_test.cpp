@@ -1,15 +1,20 @@
 // A slot PostgreSQL invalidates while no relay reads it: the relay started on it stops with exit
 // code 4 and one line naming the cause (the invalidation reason and its setting) and the commands
 // that recover the events (drop, setup, reconcile --repair); following them puts every outbox
-// row in Kafka exactly once.
+// row in Kafka exactly once. The same invalidation while the relay streams (the broker frozen,
+// so nothing is confirmed) stops it with exit code 4 naming the range; --gap-repair-column
+// repairs the gap on the next start.
 //
 // Runs the real outbox-relay binary against the real PostgreSQL and Kafka that scripts/test.sh
 // starts (15 and 18). The settings that invalidate slots are server-wide (ALTER SYSTEM) and reset
 // by a scope guard; ctest runs tests one at a time, so no other test's slot is exposed to them.
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -64,6 +69,58 @@ class SlotInvalidation : public E2eTest {
   std::string wal_status() {
     return pg_->scalar("SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", {slot_})
         .value_or("");
+  }
+
+  // max_slot_wal_keep_size = 1MB (reset by the returned guard's owner: reset_keep_size()), then
+  // WAL segments past the slot and checkpoints until PostgreSQL invalidated it. An active slot's
+  // walsender is terminated by the checkpoint first.
+  void set_keep_size() {
+    pg_->exec("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'");
+    pg_->exec("SELECT pg_reload_conf()");
+  }
+  void reset_keep_size() {
+    pg_->exec("ALTER SYSTEM RESET max_slot_wal_keep_size");
+    pg_->exec("SELECT pg_reload_conf()");
+  }
+  bool push_wal_until_lost() {
+    pg_->exec("CREATE TEMP TABLE IF NOT EXISTS wal_filler (x int)");
+    return wait_until(
+        [&] {
+          for (int i = 0; i < 3; ++i) {
+            pg_->exec("INSERT INTO wal_filler SELECT generate_series(1, 1000)");
+            pg_->scalar("SELECT pg_switch_wal()::text");
+          }
+          pg_->exec("CHECKPOINT");
+          return wal_status() == "lost";
+        },
+        60s, 200ms);
+  }
+
+  // Each id of the outbox table in Kafka: at least once (at-least-once may repeat an event the
+  // stopped relay had in flight), exactly once with `exact`; no record of another id.
+  void expect_every_row_in_kafka(bool exact) {
+    std::set<std::string> ids;
+    for (const auto& r : pg_->query("SELECT id::text FROM " + qualified_table())) ids.insert(*r[0]);
+    KafkaReader reader(brokers_, topics_);
+    reader.read_until(
+        [&](const auto& records) {
+          std::set<std::string> seen;
+          for (const Record& r : records) seen.insert(r.headers.at("id"));
+          return seen.size() >= ids.size();
+        },
+        60s);
+    reader.read_for(1s);
+    std::map<std::string, int> copies;
+    for (const Record& r : reader.records()) ++copies[r.headers.at("id")];
+    for (const auto& id : ids) {
+      EXPECT_GE(copies[id], 1) << "never delivered: " << id;
+      if (exact) {
+        EXPECT_LE(copies[id], 1) << "delivered twice: " << id;
+      }
+    }
+    for (const auto& [id, n] : copies) {
+      EXPECT_TRUE(ids.count(id)) << "not a row: " << id;
+    }
   }
 
   // The relay relays `count` events, then stops: the slot is inactive from here on.
@@ -263,6 +320,112 @@ TEST_F(SlotInvalidation, IdleTimeoutExitsWithCode4NamingTheCauseAndTheRecovery) 
   EXPECT_NE(log.find("outbox-relay reconcile --pg"), std::string::npos) << log;
   ASSERT_NO_FATAL_FAILURE(recover_as_advised(log, kRelayed + kMissed));
 }
+
+// The broker SIGSTOPped for the object's lifetime (or until resume()): the relay's connections
+// stay open and nothing is acknowledged, so nothing is confirmed either.
+class FrozenBroker {
+ public:
+  FrozenBroker() {
+    const char* file = std::getenv("OUTBOX_KAFKA_PID_FILE");
+    std::ifstream in(file ? file : "");
+    pid_t pid = -1;
+    if (in >> pid && pid > 0 && ::kill(pid, SIGSTOP) == 0) pid_ = pid;
+  }
+  ~FrozenBroker() { resume(); }
+  FrozenBroker(const FrozenBroker&) = delete;
+  FrozenBroker& operator=(const FrozenBroker&) = delete;
+  bool frozen() const { return pid_ > 0; }
+  void resume() {
+    if (pid_ > 0) ::kill(pid_, SIGCONT);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// max_slot_wal_keep_size passed WHILE the relay streams: the broker frozen, so the relay confirms
+// nothing; the events committed meanwhile wait in its producer; WAL grows past the limit and a
+// checkpoint terminates the walsender and invalidates the slot. The relay, reconnecting, finds
+// it lost: exit 4 naming the position its events may be missing from (at or before the first
+// event of the gap), never a silent new slot. Started again with --gap-repair-column (as an
+// operator does after the exit), it drops the lost slot, makes a new one, publishes the rows
+// Kafka lacks and streams: every committed event in Kafka. Both delivery modes (exactly-once's
+// in-flight transaction is aborted; at-least-once's in-flight events may arrive once the broker
+// thaws, and the repair sends only what Kafka lacks).
+class SlotInvalidatedWhileStreaming : public SlotInvalidation,
+                                      public ::testing::WithParamInterface<bool> {
+ protected:
+  std::vector<std::string> mode_flags() const {
+    if (GetParam()) return {"--delivery", "exactly-once"};
+    return {};
+  }
+};
+
+TEST_P(SlotInvalidatedWhileStreaming, ExitsWithCode4NamingTheRangeAndARestartRepairsIt) {
+  constexpr int kRelayed = 10, kGap = 6, kAfter = 4;
+  RelayProcess& relay = start_relay(mode_flags());
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  insert_events(kRelayed / 2, 2, 0);
+  {
+    KafkaReader reader(brokers_, topics_);
+    ASSERT_TRUE(
+        reader.read_until([&](const auto& r) { return r.size() >= std::size_t(kRelayed); }, 60s))
+        << reader.records().size() << " of " << kRelayed << " events relayed within 60 s";
+  }
+  ASSERT_TRUE(expect_confirmed_reaches(pg_->current_wal_lsn(), 30s));
+
+  ScopeGuard reset([&] { reset_keep_size(); });
+  Lsn gap_from = 0;  // every event of the gap is committed past it
+  {
+    FrozenBroker frozen;
+    ASSERT_TRUE(frozen.frozen()) << "could not SIGSTOP the broker (OUTBOX_KAFKA_PID_FILE)";
+    gap_from = pg_->current_wal_lsn();
+    set_keep_size();
+    insert_events(kGap / 2, 2, kRelayed);
+    ASSERT_TRUE(push_wal_until_lost()) << "wal_status " << wal_status();
+  }
+  const std::optional<int> code = relay.wait_exit(90s);
+  reset_keep_size();
+  const std::string log = read_file(relay.log_path());
+  ASSERT_EQ(code, std::optional<int>(4)) << tail_file(relay.log_path(), 30);
+  // The range named starts at or before the gap: the slot confirmed nothing of it.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("confirmed_flush_lsn ([0-9A-F]+/[0-9A-F]+)")))
+      << log;
+  EXPECT_LE(parse_lsn(m[1].str()), gap_from) << "the position named is past the gap's start";
+  // (The relay itself may deliver part of the gap once the broker thaws, before it exits:
+  // exactly-once then commits a transaction of it. Those events are in Kafka; the repair below
+  // sends only what Kafka lacks.)
+  EXPECT_NE(log.find("max_slot_wal_keep_size"), std::string::npos) << log;
+  EXPECT_NE(log.find("--accept-slot-loss"), std::string::npos) << log;
+  // Only the first start made a slot.
+  EXPECT_EQ(log.find("event=created_slot", log.find("event=created_slot") + 1), std::string::npos)
+      << log;
+  // prune deletes none of the rows meanwhile (the gap's are undelivered).
+  CommandResult pruned = command(
+      "prune", {"prune", "--pg", conninfo_, "--slot", slot_, "--table", qualified_table(),
+                "--brokers", brokers_, "--column-time", "created_at", "--older-than", "1ms"});
+  EXPECT_EQ(pruned.exit_code, 1) << pruned.out << pruned.err;
+  EXPECT_EQ(pg_->scalar("SELECT count(*)::text FROM " + qualified_table()),
+            std::optional<std::string>(std::to_string(kRelayed + kGap)));
+
+  std::vector<std::string> flags = mode_flags();
+  flags.insert(flags.end(), {"--gap-repair-column", "created_at"});
+  RelayProcess& repaired = start_relay(flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(repaired));
+  insert_events(kAfter / 2, 2, kRelayed + kGap);
+  ASSERT_NO_FATAL_FAILURE(expect_every_row_in_kafka(GetParam()));
+  const std::string repaired_log = read_file(repaired.log_path());
+  EXPECT_NE(repaired_log.find("event=dropped_lost_slot"), std::string::npos) << repaired_log;
+  EXPECT_NE(repaired_log.find("event=slot_gap_repaired"), std::string::npos) << repaired_log;
+  EXPECT_TRUE(repaired.is_running());
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SlotInvalidatedWhileStreaming, ::testing::Bool(),
+                         [](const auto& info) {
+                           return std::string(info.param ? "ExactlyOnce" : "AtLeastOnce");
+                         });
 
 }  // namespace
 }  // namespace outbox_test

@@ -732,6 +732,77 @@ TEST_P(SlotLoss, AGapIsRepairedFromTheTableBeforeStreaming) {
       << tail_file(again.log_path(), 20);
 }
 
+// The slot dropped and made anew by another client while the relay was down (setup, a script,
+// an operator): it exists, confirmed at its consistent point, past the record; the events
+// committed between were never delivered. The start stops (exit 4) naming both positions and
+// makes nothing; with --gap-repair-column the gap is repaired from the table on the slot made
+// by the other client (nothing dropped), and every event reaches Kafka once, in order.
+TEST_P(SlotLoss, ASlotMadeAnewByAnotherClientStopsTheStartOrIsRepaired) {
+  constexpr int kRelayed = 12, kGap = 9, kAfter = 6;
+  RelayProcess& relay = start_relay(mode_flags());
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  insert_events(4, 3, 0);
+  {
+    KafkaReader reader(brokers_, topics_);
+    ASSERT_TRUE(
+        reader.read_until([&](const auto& records) { return records.size() >= kRelayed; }, 60s))
+        << reader.records().size() << " of " << kRelayed << " events relayed within 60 s";
+  }
+  ASSERT_TRUE(expect_confirmed_reaches(pg_->current_wal_lsn(), 30s));
+  ASSERT_EQ(relay.terminate(30s), 0) << tail_file(relay.log_path(), 20);
+  const auto stopped_at = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(stopped_at.has_value());
+  pg_->drop_slot_if_exists(slot_);
+  insert_events(3, 3, kRelayed);
+  pg_->query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot_});
+  const auto made = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(made.has_value() && *made > *stopped_at);
+
+  RelayProcess& restarted = start_relay(mode_flags());
+  const auto code = restarted.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
+                                << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("replication slot " + slot_ + " is confirmed through " + format_lsn(*made) +
+                     ", past " + format_lsn(*stopped_at)),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(pg_->slot_confirmed_flush(slot_), made) << "the stopped start moved the slot";
+
+  std::vector<std::string> flags = mode_flags();
+  flags.insert(flags.end(), {"--gap-repair-column", "created_at"});
+  RelayProcess& repaired = start_relay(flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(repaired));
+  insert_events(2, 3, kRelayed + kGap);
+  KafkaReader reader(brokers_, topics_);
+  constexpr std::size_t kAll = kRelayed + kGap + kAfter;
+  ASSERT_TRUE(reader.read_until([&](const auto& records) { return records.size() >= kAll; }, 60s))
+      << reader.records().size() << " of " << kAll << " records; see " << repaired.log_path();
+  reader.read_for(1s);
+  std::map<std::string, int> copies;
+  std::map<std::string, int> last_seq;  // topic/key -> the last seq read
+  for (const Record& r : reader.records()) {
+    ++copies[r.headers.count("id") ? r.headers.at("id") : ""];
+    const auto at = r.value.find("\"seq\": ");
+    ASSERT_NE(at, std::string::npos) << r.value;
+    const int seq = std::stoi(r.value.substr(at + 7));
+    const std::string aggregate = r.topic + "/" + r.key.value_or("");
+    if (auto it = last_seq.find(aggregate); it != last_seq.end()) {
+      EXPECT_LT(it->second, seq) << "order of " << aggregate;
+    }
+    last_seq[aggregate] = seq;
+  }
+  EXPECT_EQ(copies.size(), kAll);
+  for (const auto& [id, n] : copies) EXPECT_EQ(n, 1) << id;
+  const std::string repaired_log = read_file(repaired.log_path());
+  EXPECT_NE(repaired_log.find("event=slot_gap_repaired"), std::string::npos) << repaired_log;
+  EXPECT_NE(repaired_log.find("repaired=" + std::to_string(kGap)), std::string::npos)
+      << repaired_log;
+  EXPECT_EQ(repaired_log.find("event=dropped_lost_slot"), std::string::npos) << repaired_log;
+  EXPECT_EQ(repaired_log.find("event=created_slot"), std::string::npos) << repaired_log;
+}
+
 // The server answering is not the one the relay delivered from: its WAL ends before the
 // position the record holds on the same timeline (a restore from a backup; forged here by a
 // record far ahead). Named, exit 4, nothing streamed.
