@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -131,6 +132,135 @@ TEST_F(NatsRelay, ASlotDroppedWhileTheRelayWasDownStopsTheRestart) {
   EXPECT_NE(read_file(accepted.log_path()).find("event=slot_loss_accepted"), std::string::npos)
       << tail_file(accepted.log_path(), 20);
   expect_graceful_stop(accepted);
+}
+
+// max_slot_wal_keep_size passed while the relay streams to JetStream: the server frozen
+// (SIGSTOP), so nothing is acknowledged and the slot is not confirmed; events committed, WAL
+// pushed past the limit, a checkpoint terminates the walsender and invalidates the slot. The
+// relay stops (exit 4) naming a position at or before the gap, makes no slot, and prune deletes
+// none of the rows (JetStream has no repair from the table: docs/failures.md).
+TEST_F(NatsRelay, ASlotInvalidatedWhileStreamingStopsTheRelayNamingTheRange) {
+  create_outbox_table();
+  // prune measures the retention on a time column.
+  pg_->exec("ALTER TABLE " + qualified_table() +
+            " ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()");
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  RelayProcess& relay = start_relay({"--status-interval", "200ms"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 1, 10, false));
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 10; }, 60s, 100ms));
+  ASSERT_TRUE(expect_confirmed_reaches(pg_->current_wal_lsn(), 30s));
+
+  const pid_t pid = nats_pid();
+  ASSERT_GT(pid, 0);
+  struct Thaw {
+    pid_t pid;
+    ~Thaw() { ::kill(pid, SIGCONT); }
+  } thaw{pid};
+  ScopeGuard reset([&] {
+    pg_->exec("ALTER SYSTEM RESET max_slot_wal_keep_size");
+    pg_->exec("SELECT pg_reload_conf()");
+  });
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  const Lsn gap_from = pg_->current_wal_lsn();
+  pg_->exec("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'");
+  pg_->exec("SELECT pg_reload_conf()");
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 11, 6, false));
+  pg_->exec("CREATE TEMP TABLE wal_filler (x int)");
+  const auto wal_status = [&] {
+    return pg_->scalar("SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", {slot_})
+        .value_or("");
+  };
+  ASSERT_TRUE(wait_until(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          pg_->exec("INSERT INTO wal_filler SELECT generate_series(1, 1000)");
+          pg_->scalar("SELECT pg_switch_wal()::text");
+        }
+        pg_->exec("CHECKPOINT");
+        return wal_status() == "lost";
+      },
+      60s, 200ms))
+      << "wal_status " << wal_status();
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+
+  const auto code = relay.wait_exit(90s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n" << tail_file(relay.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(relay.log_path(), 20);
+  const std::string log = read_file(relay.log_path());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("confirmed_flush_lsn ([0-9A-F]+/[0-9A-F]+)")))
+      << log;
+  EXPECT_LE(parse_lsn(m[1].str()), gap_from) << "the position named is past the gap's start";
+  EXPECT_EQ(count_in_file(relay.log_path(), "event=created_slot"), 1u) << "a slot made anew";
+  const CommandResult pr = run_to_end(relay_bin_,
+                                      {"prune", "--pg", conninfo_, "--slot", slot_, "--table",
+                                       qualified_table(), "--nats", nats_, "--older-than", "1ms"},
+                                      log_path("prune_out"), log_path("prune_err"), 60s);
+  EXPECT_EQ(pr.exit_code, 1) << pr.out << pr.err;
+  EXPECT_EQ(*pg_->scalar("SELECT count(*) FROM " + qualified_table()), "16");
+}
+
+// The slot dropped and made anew by another client while the relay was down: it exists, past the
+// relay's progress record in the JetStream bucket. The start stops (exit 4) naming both
+// positions, and stores nothing; --accept-slot-loss goes on, said as an error, and moves the
+// record, so that the next start streams without the flag.
+TEST_F(NatsRelay, ASlotMadeAnewByAnotherClientStopsTheStart) {
+  create_outbox_table();
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 1, 10, false));
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 10; }, 60s, 100ms));
+  ASSERT_TRUE(expect_confirmed_reaches(pg_->current_wal_lsn(), 30s));
+  expect_graceful_stop(relay);
+  const auto stopped_at = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(stopped_at.has_value());
+  pg_->drop_slot_if_exists(slot_);
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 11, 6, false));
+  pg_->query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot_});
+  const auto made = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(made.has_value() && *made > *stopped_at);
+
+  RelayProcess& restarted = start_relay();
+  const auto code = restarted.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
+                                << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("replication slot " + slot_ + " is confirmed through " + format_lsn(*made) +
+                     ", past " + format_lsn(*stopped_at) +
+                     ", through which its progress record "
+                     "(JetStream key-value bucket outbox-relay-progress"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(pg_->slot_confirmed_flush(slot_), made) << "the stopped start moved the slot";
+  EXPECT_EQ(stored().size(), 10u);
+
+  RelayProcess& accepted = start_relay({"--accept-slot-loss"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(accepted));
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return read_file(accepted.log_path()).find("event=progress_verified") != std::string::npos;
+      },
+      30s, 50ms))
+      << tail_file(accepted.log_path(), 20);
+  EXPECT_NE(read_file(accepted.log_path()).find("event=slot_ahead_accepted"), std::string::npos)
+      << tail_file(accepted.log_path(), 20);
+  expect_graceful_stop(accepted);
+  RelayProcess& again = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(again));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 17, 4, false));
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 14; }, 60s, 100ms))
+      << stored().size() << " stored; see " << again.log_path();
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return read_file(again.log_path()).find("event=progress_verified") != std::string::npos;
+      },
+      30s, 50ms))
+      << tail_file(again.log_path(), 20);
+  EXPECT_TRUE(again.is_running());
+  expect_graceful_stop(again);
 }
 
 // kill -9 of the relay, again and again under load: everything in the stream once (the
