@@ -6,8 +6,11 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "outbox/common/log_text.hpp"
+#include "outbox/common/qualified_name.hpp"
 #include "outbox/lifecycle/reconcile.hpp"
 #include "outbox/pg/admin.hpp"
 #include "outbox/pg/bootstrap.hpp"
@@ -26,6 +29,31 @@ std::string last_line(const std::string& text, const std::string& prefix) {
     if (line.rfind(prefix, 0) == 0) found = line;
   }
   return found;
+}
+
+// "schema.table" of every outbox table, comma-separated.
+std::string table_list(const mapping::MapperConfig& m) {
+  std::string out = common::QualifiedName{m.schema, m.table}.text();
+  for (const auto& [schema, table] : m.more_tables) {
+    out += "," + common::QualifiedName{schema, table}.text();
+  }
+  return out;
+}
+
+// Some outbox table holds a row whose `column` is at or before `epoch_ms`.
+bool rows_remain_before(pg::AdminSession& db, const mapping::MapperConfig& m,
+                        const std::string& column, std::int64_t epoch_ms) {
+  std::vector<std::pair<std::string, std::string>> tables{{m.schema, m.table}};
+  tables.insert(tables.end(), m.more_tables.begin(), m.more_tables.end());
+  for (const auto& [schema, table] : tables) {
+    const pg::Rows found =
+        db.exec("SELECT EXISTS (SELECT 1 FROM " + db.quote_identifier(schema) + "." +
+                    db.quote_identifier(table) + " WHERE " + db.quote_identifier(column) +
+                    " <= to_timestamp($1::double precision / 1000))::text",
+                {std::to_string(epoch_ms)});
+    if (!found.empty() && found[0][0] == std::optional<std::string>("true")) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -56,6 +84,34 @@ int repair_slot_gap(const Options& options, relay::RelayConfig& config) {
           quoted(!record.written_ms ? "the progress record has no time"
                                     : "--no-create: the slot is not made here"));
       return relay::kExitOk;
+    }
+    // The rows of the gap must still be there. prune deletes by age, oldest first: while a row
+    // at or before the record's time (delivered before the loss) remains, nothing younger was
+    // pruned. None left: rows were deleted past the delivered ones (prune
+    // --without-progress-record, the application), and the gap's may be gone too; the repair
+    // would publish what is left and go on past the rest. Checked before anything is changed.
+    const std::string recorded_at = lifecycle::format_utc(*record.written_ms * 1000);
+    const std::string advised_since = lifecycle::format_utc(
+        *record.written_ms * 1000 -
+        std::chrono::duration_cast<std::chrono::microseconds>(options.gap_repair_margin).count());
+    if (!rows_remain_before(db, config.mapper, options.gap_repair_column, *record.written_ms)) {
+      const std::string range =
+          ahead ? "between " + range_from + " and " + slot->confirmed_flush_lsn->to_string()
+                : "after " + range_from;
+      const std::string why = "no row of " + table_list(config.mapper) + " has " +
+                              options.gap_repair_column + " at or before " + recorded_at +
+                              ", when the progress record was written: rows delivered before the "
+                              "loss were deleted (prune --without-progress-record, the "
+                              "application), so rows of the gap may be gone too";
+      spdlog::error("event=fatal slot={} error={}", config.slot,
+                    quoted("the gap " + range + " cannot be repaired from the outbox: " + why));
+      std::fprintf(stderr,
+                   "outbox-relay: slot %s: the events committed %s (the progress record) may be "
+                   "missing and cannot be repaired from the outbox: %s. Restore the rows if you "
+                   "can and run outbox-relay reconcile --since '%s' --repair, then start once "
+                   "with --accept-slot-loss\n",
+                   config.slot.c_str(), range.c_str(), why.c_str(), advised_since.c_str());
+      return relay::kExitSlotLost;
     }
     // An invalidated slot (max_slot_wal_keep_size, idle_replication_slot_timeout) can never
     // stream again: it goes, and a new one is made below.

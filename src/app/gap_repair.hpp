@@ -15,7 +15,9 @@ namespace outbox::app {
 // the relay then goes on past that loss, before any event of the new slot is streamed. Nothing to
 // repair, or a case it cannot repair (no record time, a lost slot, --no-create with the slot
 // missing, Kafka unreachable): `config` is left as it is and the relay's own check decides (exit 4
-// names the range). Returns kExitOk, or kExitSlotLost when the repair failed (said on stderr).
+// names the range). When no row of the outbox has the column at or before the record's time (the
+// delivered rows were deleted, so the gap's may be too), nothing is changed or published.
+// Returns kExitOk, or kExitSlotLost when the repair failed or cannot be trusted (said on stderr).
 int repair_slot_gap(const Options& options, relay::RelayConfig& config);
 
 }  // namespace outbox::app

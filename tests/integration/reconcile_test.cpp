@@ -803,6 +803,68 @@ TEST_P(SlotLoss, ASlotMadeAnewByAnotherClientStopsTheStartOrIsRepaired) {
   EXPECT_EQ(repaired_log.find("event=created_slot"), std::string::npos) << repaired_log;
 }
 
+// The rows of the gap deleted before the repair: the slot made anew while the relay was down, and
+// prune told to trust the slot alone (--without-progress-record) deletes every row committed
+// before it, the gap's with the delivered ones. The start with --gap-repair-column finds no row
+// at or before the progress record's time (the delivered ones are gone, so the gap's may be
+// too): it publishes nothing and stops (exit 4) naming the range, instead of repairing nothing
+// and streaming past the loss.
+TEST_P(SlotLoss, RowsDeletedBeforeTheRepairStopTheStart) {
+  constexpr int kRelayed = 12, kGap = 9;
+  std::vector<std::string> flags = mode_flags();
+  flags.insert(flags.end(), {"--gap-repair-column", "created_at"});
+  RelayProcess& relay = start_relay(flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  insert_events(4, 3, 0);
+  {
+    KafkaReader reader(brokers_, topics_);
+    ASSERT_TRUE(
+        reader.read_until([&](const auto& records) { return records.size() >= kRelayed; }, 60s))
+        << reader.records().size() << " of " << kRelayed << " events relayed within 60 s";
+  }
+  ASSERT_TRUE(expect_confirmed_reaches(pg_->current_wal_lsn(), 30s));
+  ASSERT_EQ(relay.terminate(30s), 0) << tail_file(relay.log_path(), 20);
+  const auto stopped_at = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(stopped_at.has_value());
+  pg_->drop_slot_if_exists(slot_);
+  insert_events(3, 3, kRelayed);
+  pg_->query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot_});
+  const auto made = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(made.has_value());
+  ASSERT_EQ(pg_->scalar("SELECT count(*)::text FROM public." + table_),
+            std::optional<std::string>(std::to_string(kRelayed + kGap)));
+  CommandResult pruned =
+      run_to_end(relay_bin_,
+                 {"prune", "--pg", conninfo_, "--slot", slot_, "--table", "public." + table_,
+                  "--without-progress-record", "--older-than", "1ms"},
+                 log_path("prune_out"), log_path("prune_err"), 60s);
+  ASSERT_EQ(pruned.exit_code, 0) << pruned.out << pruned.err;
+  ASSERT_EQ(pg_->scalar("SELECT count(*)::text FROM public." + table_),
+            std::optional<std::string>("0"))
+      << pruned.out << pruned.err;
+
+  RelayProcess& restarted = start_relay(flags);
+  const auto code = restarted.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
+                                << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("the events committed between " + format_lsn(*stopped_at) + " and " +
+                     format_lsn(*made) +
+                     " (the progress record) may be missing and cannot be "
+                     "repaired from the outbox"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("--accept-slot-loss"), std::string::npos) << log;
+  EXPECT_EQ(log.find("event=slot_gap_repaired"), std::string::npos) << log;
+  EXPECT_EQ(log.find("event=streaming"), std::string::npos) << log;
+  EXPECT_EQ(pg_->slot_confirmed_flush(slot_), made) << "the stopped start moved the slot";
+  KafkaReader reader(brokers_, topics_);
+  reader.read_until([&](const auto& records) { return records.size() >= kRelayed; }, 30s);
+  reader.read_for(1s);
+  EXPECT_EQ(reader.records().size(), std::size_t{kRelayed}) << "the stopped start sent more";
+}
+
 // The server answering is not the one the relay delivered from: its WAL ends before the
 // position the record holds on the same timeline (a restore from a backup; forged here by a
 // record far ahead). Named, exit 4, nothing streamed.
