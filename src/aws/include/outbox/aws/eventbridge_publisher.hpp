@@ -1,0 +1,130 @@
+// The EventBridge sink's publisher on Asio, the EventBridge counterpart of kafka::Producer and
+// nats::Publisher: sink::Record in, sink::Delivery out, on the io_context's thread
+// (docs/aws.md#eventbridge).
+//
+// Each record becomes one PutEvents entry (eventbridge_batching.hpp: Source the record's topic,
+// DetailType its type, Detail a JSON object carrying the event id, the payload inside). Entries
+// are sent in PutEvents calls of up to 10 entries and 256 KiB (EventBridge's count: Source,
+// DetailType, Detail), several calls in flight at once on keep-alive connections (the
+// EventBridge client's http.max_connections). EventBridge keeps no order and does not
+// deduplicate: nothing is held back for order here, and a record sent twice (a retry after a lost
+// answer, a rewind) reaches the bus twice; consumers deduplicate by detail.id.
+//
+// Failures, by what the caller must do:
+//   - throttled, 5xx, a transport failure or an unreadable answer, for the call or one entry
+//     (PutEvents answers each entry: FailedEntryCount, ErrorCode): that entry (or the call's
+//     entries) sent again here after a backoff (retry_base doubling to retry_max, jittered between
+//     half and all of it); the entries EventBridge took are reported at once. No report until a
+//     retry passes; a service that never answers meets the caller's own deadline (halt()).
+//   - an entry EventBridge refuses for good (per entry, or a call of that one entry refused as
+//     invalid): a Delivery with kind kRecord (kSize when the code says too large), final for it;
+//     the publisher goes on. A call of several entries refused whole as invalid: each of them is
+//     sent again in a call of its own, so that the refusal falls on the bad one only.
+//   - refused credentials, signature or access: the refused handler once (its text names the
+//     credentials' source, never the secret), then a stop; nothing more is reported.
+//   - a record that cannot be an entry (over 256 KiB, an empty Source): produce() returns kFailed
+//     (size_error when too large); no Delivery comes.
+//
+// Not thread-safe: construct, call and destroy on the executor's thread; handlers run there,
+// never inside produce(). A delivery handler may call produce() (a dead letter).
+#pragma once
+
+// clang-format off
+#include <utility>
+// clang-format on
+#include <boost/asio/any_io_executor.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "outbox/aws/credentials.hpp"
+#include "outbox/aws/eventbridge_client.hpp"
+#include "outbox/sink/record.hpp"
+
+namespace outbox::aws {
+
+struct EventBridgePublisherConfig {
+  std::string bus;  // a name or an ARN
+  // Records whose topic is dlq_topic go to dlq_bus (--on-error dlq); dlq_bus empty: `bus`.
+  std::string dlq_topic;
+  std::string dlq_bus;
+  // Endpoint, region, credentials; http.max_connections is the calls in flight at once.
+  EventBridgeConfig events;
+  // Records held (waiting, in flight, to be retried); produce() answers kQueueFull beyond.
+  std::size_t max_held = 20'000;
+  std::chrono::milliseconds retry_base{100};
+  std::chrono::milliseconds retry_max{10'000};
+};
+
+// A bus, endpoint or region that cannot be used (a configuration error).
+class EventBridgeConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What the relay's flags and the environment give (resolve_eventbridge_config()).
+struct EventBridgeSinkOptions {
+  std::string bus;            // --eventbridge
+  std::string dlq_bus;        // --eventbridge-dlq
+  std::string dlq_topic;      // --dlq-topic: the Source of a dead letter
+  std::string region;         // --aws-region
+  std::string endpoint_url;   // --aws-endpoint
+  std::size_t max_calls = 8;  // --eventbridge-max-calls: PutEvents calls in flight at once
+  // --eventbridge-timeout: a call's deadline, and the relay's for a delivery report.
+  std::chrono::milliseconds timeout{30'000};
+};
+
+// A bus EventBridge takes: a name (1 to 256 of A-Z a-z 0-9 . _ - /) or an event bus ARN
+// (arn:PARTITION:events:REGION:ACCOUNT:event-bus/NAME). The ARN's region, none for a name;
+// throws EventBridgeConfigError naming what is wrong.
+std::string check_event_bus(const std::string& bus);
+
+// The publisher's settings: the region from the option, else AWS_REGION, AWS_DEFAULT_REGION, the
+// profile's, else the bus ARN's; the endpoint from the option, else AWS_ENDPOINT_URL_EVENTS,
+// else AWS_ENDPOINT_URL, else https://events.REGION.amazonaws.com (.amazonaws.com.cn in China);
+// the credentials from the SDKs' chain (credentials.hpp). Reads files: not on the io thread.
+// Throws CredentialsError (no credentials; the message lists the sources) or
+// EventBridgeConfigError (a bus or endpoint that is not one, no region anywhere).
+EventBridgePublisherConfig resolve_eventbridge_config(const EventBridgeSinkOptions& options,
+                                                      const EnvLookup& env);
+
+class EventBridgePublisher {
+ public:
+  using DeliveryHandler = std::function<void(const sink::Delivery&)>;
+  using RefusedHandler = std::function<void(const std::string&)>;
+
+  // Throws std::invalid_argument for a bad endpoint, std::runtime_error for a TLS context that
+  // cannot be made.
+  EventBridgePublisher(boost::asio::any_io_executor executor, EventBridgePublisherConfig config,
+                       DeliveryHandler on_delivery, RefusedHandler on_refused);
+  // Calls in flight are abandoned: their handlers never run.
+  ~EventBridgePublisher();
+  EventBridgePublisher(const EventBridgePublisher&) = delete;
+  EventBridgePublisher& operator=(const EventBridgePublisher&) = delete;
+
+  // Queues a record; `opaque` comes back in its Delivery. `alone`: it waits until nothing else is
+  // held (kQueueFull meanwhile) and goes in a call of its own. kQueueFull: max_held records are
+  // held. kFailed: no Delivery will come (see above).
+  sink::ProduceResult produce(const sink::Record& record, std::uint64_t opaque, bool alone);
+
+  // Records held, not reported yet.
+  std::size_t queued() const;
+  bool stopped() const;
+  // Stops without the refused handler: every record held is reported failed (kTransient), in
+  // produce order; answers still due are ignored.
+  void halt(const std::string& why);
+
+  // PutEvents calls made; entries sent again (retries).
+  std::size_t calls() const;
+  std::size_t retries() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;  // shared: callbacks hold a weak one
+};
+
+}  // namespace outbox::aws
