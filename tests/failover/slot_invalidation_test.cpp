@@ -123,9 +123,9 @@ class SlotInvalidation : public E2eTest {
     }
   }
 
-  // The relay relays `count` events, then stops: the slot is inactive from here on.
-  void relay_then_stop(int count) {
-    RelayProcess& relay = start_relay();
+  // The relay (with `flags`) relays `count` events, then stops: the slot is inactive from here on.
+  void relay_then_stop(int count, const std::vector<std::string>& flags = {}) {
+    RelayProcess& relay = start_relay(flags);
     ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
     insert_events(count / 2, 2, 0);
     KafkaReader reader(brokers_, topics_);
@@ -184,6 +184,48 @@ class SlotInvalidation : public E2eTest {
   int commands_ = 0;
 };
 
+// The same in each delivery mode (GetParam(): exactly-once), named Modes/...AtLeastOnce and
+// ...ExactlyOnce.
+class SlotInvalidationInMode : public SlotInvalidation, public ::testing::WithParamInterface<bool> {
+ protected:
+  std::vector<std::string> mode_flags(std::vector<std::string> more = {}) const {
+    std::vector<std::string> flags;
+    if (GetParam()) flags = {"--delivery", "exactly-once"};
+    flags.insert(flags.end(), more.begin(), more.end());
+    return flags;
+  }
+};
+std::string mode_name(const ::testing::TestParamInfo<bool>& info) {
+  return info.param ? "ExactlyOnce" : "AtLeastOnce";
+}
+
+// A slot invalidated while the relay is down, repaired by the next start (--gap-repair-column).
+class SlotInvalidatedWhileDown : public SlotInvalidationInMode {
+ protected:
+  // The start drops the lost slot, makes a new one, publishes the rows committed meanwhile from
+  // the table, and streams: every event once (exactly-once too: the gap was committed before the
+  // new slot), no exit.
+  void expect_repaired_by_the_start(int relayed, int missed, int after) {
+    RelayProcess& relay = start_relay(mode_flags({"--gap-repair-column", "created_at"}));
+    ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+    insert_events(after / 2, 2, relayed + missed);
+    const std::size_t all = relayed + missed + after;
+    KafkaReader reader(brokers_, topics_);
+    ASSERT_TRUE(reader.read_until([&](const auto& r) { return r.size() >= all; }, 60s))
+        << reader.records().size() << " of " << all << "; see " << relay.log_path();
+    reader.read_for(1s);
+    std::map<std::string, int> copies;
+    for (const Record& r : reader.records()) ++copies[r.headers.at("id")];
+    EXPECT_EQ(copies.size(), all);
+    for (const auto& [id, n] : copies) EXPECT_EQ(n, 1) << id;
+    const std::string log = read_file(relay.log_path());
+    EXPECT_NE(log.find("event=dropped_lost_slot"), std::string::npos) << log;
+    EXPECT_NE(log.find("event=slot_gap_repaired"), std::string::npos) << log;
+    EXPECT_NE(log.find("repaired=" + std::to_string(missed)), std::string::npos) << log;
+    EXPECT_TRUE(relay.is_running());
+  }
+};
+
 // max_slot_wal_keep_size: the slot retains more WAL than allowed while the relay is down; the
 // checkpoint removes it. Every version.
 TEST_F(SlotInvalidation, WalRemovedExitsWithCode4NamingTheCauseAndTheRecovery) {
@@ -217,49 +259,44 @@ TEST_F(SlotInvalidation, WalRemovedExitsWithCode4NamingTheCauseAndTheRecovery) {
   ASSERT_NO_FATAL_FAILURE(recover_as_advised(log, kRelayed + kMissed));
 }
 
-// The same invalidation with --gap-repair-column: the start drops the lost slot, makes a new one,
-// publishes the rows committed meanwhile from the table, and streams. Every event once, no exit.
-TEST_F(SlotInvalidation, WalRemovedIsRepairedWithGapRepairColumn) {
+// The same invalidation with --gap-repair-column: the start repairs the gap. Both modes.
+TEST_P(SlotInvalidatedWhileDown, WalRemovedIsRepairedWithGapRepairColumn) {
   constexpr int kRelayed = 10, kMissed = 6, kAfter = 4;
-  ASSERT_NO_FATAL_FAILURE(relay_then_stop(kRelayed));
+  ASSERT_NO_FATAL_FAILURE(relay_then_stop(kRelayed, mode_flags()));
+  {
+    ScopeGuard reset([&] { reset_keep_size(); });
+    set_keep_size();
+    insert_events(kMissed / 2, 2, kRelayed);
+    ASSERT_TRUE(push_wal_until_lost()) << "wal_status " << wal_status();
+  }
+  ASSERT_NO_FATAL_FAILURE(expect_repaired_by_the_start(kRelayed, kMissed, kAfter));
+}
+
+// PostgreSQL 18's idle_replication_slot_timeout with --gap-repair-column: the same repair.
+TEST_P(SlotInvalidatedWhileDown, IdleTimeoutIsRepairedWithGapRepairColumn) {
+  if (version_ < 180000) GTEST_SKIP() << "idle_replication_slot_timeout is PostgreSQL 18's";
+  constexpr int kRelayed = 8, kMissed = 4, kAfter = 4;
+  ASSERT_NO_FATAL_FAILURE(relay_then_stop(kRelayed, mode_flags()));
   {
     ScopeGuard reset([&] {
-      pg_->exec("ALTER SYSTEM RESET max_slot_wal_keep_size");
+      pg_->exec("ALTER SYSTEM RESET idle_replication_slot_timeout");
       pg_->exec("SELECT pg_reload_conf()");
     });
-    pg_->exec("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'");
+    pg_->exec("ALTER SYSTEM SET idle_replication_slot_timeout = '1s'");
     pg_->exec("SELECT pg_reload_conf()");
     insert_events(kMissed / 2, 2, kRelayed);
-    pg_->exec("CREATE TEMP TABLE wal_filler (x int)");
     ASSERT_TRUE(wait_until(
         [&] {
-          for (int i = 0; i < 3; ++i) {
-            pg_->exec("INSERT INTO wal_filler SELECT generate_series(1, 1000)");
-            pg_->scalar("SELECT pg_switch_wal()::text");
-          }
           pg_->exec("CHECKPOINT");
           return wal_status() == "lost";
         },
-        60s, 200ms))
+        60s, 500ms))
         << "wal_status " << wal_status();
   }
-  RelayProcess& relay = start_relay({"--gap-repair-column", "created_at"});
-  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
-  insert_events(kAfter / 2, 2, kRelayed + kMissed);
-  constexpr std::size_t kAll = kRelayed + kMissed + kAfter;
-  KafkaReader reader(brokers_, topics_);
-  ASSERT_TRUE(reader.read_until([&](const auto& r) { return r.size() >= kAll; }, 60s))
-      << reader.records().size() << " of " << kAll << "; see " << relay.log_path();
-  reader.read_for(1s);
-  std::map<std::string, int> copies;
-  for (const Record& r : reader.records()) ++copies[r.headers.at("id")];
-  EXPECT_EQ(copies.size(), kAll);
-  for (const auto& [id, n] : copies) EXPECT_EQ(n, 1) << id;
-  const std::string log = read_file(relay.log_path());
-  EXPECT_NE(log.find("event=dropped_lost_slot"), std::string::npos) << log;
-  EXPECT_NE(log.find("event=slot_gap_repaired"), std::string::npos) << log;
-  EXPECT_TRUE(relay.is_running());
+  ASSERT_NO_FATAL_FAILURE(expect_repaired_by_the_start(kRelayed, kMissed, kAfter));
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, SlotInvalidatedWhileDown, ::testing::Bool(), mode_name);
 
 // A slot dropped while the relay streams from it (an operator's mistake, a tool cleaning up): the
 // relay makes no new slot (it would start past events committed meanwhile, silently) but stops
@@ -353,14 +390,7 @@ class FrozenBroker {
 // Kafka lacks and streams: every committed event in Kafka. Both delivery modes (exactly-once's
 // in-flight transaction is aborted; at-least-once's in-flight events may arrive once the broker
 // thaws, and the repair sends only what Kafka lacks).
-class SlotInvalidatedWhileStreaming : public SlotInvalidation,
-                                      public ::testing::WithParamInterface<bool> {
- protected:
-  std::vector<std::string> mode_flags() const {
-    if (GetParam()) return {"--delivery", "exactly-once"};
-    return {};
-  }
-};
+class SlotInvalidatedWhileStreaming : public SlotInvalidationInMode {};
 
 TEST_P(SlotInvalidatedWhileStreaming, ExitsWithCode4NamingTheRangeAndARestartRepairsIt) {
   constexpr int kRelayed = 10, kGap = 6, kAfter = 4;
@@ -422,10 +452,7 @@ TEST_P(SlotInvalidatedWhileStreaming, ExitsWithCode4NamingTheRangeAndARestartRep
   EXPECT_TRUE(repaired.is_running());
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, SlotInvalidatedWhileStreaming, ::testing::Bool(),
-                         [](const auto& info) {
-                           return std::string(info.param ? "ExactlyOnce" : "AtLeastOnce");
-                         });
+INSTANTIATE_TEST_SUITE_P(Modes, SlotInvalidatedWhileStreaming, ::testing::Bool(), mode_name);
 
 }  // namespace
 }  // namespace outbox_test

@@ -86,6 +86,8 @@ class MessagesIntegration : public E2eTest {
   }
 
   // A relay of messages only: relay_args() without --table (and with `conninfo` when given).
+  void slot_lost_while_down_stops_the_restart(const std::vector<std::string>& mode);
+
   RelayProcess& start_messages_relay(std::vector<std::string> extra,
                                      const std::string& conninfo = "") {
     std::vector<std::string> args;
@@ -208,8 +210,14 @@ TEST_F(MessagesIntegration, MessagesOnlyThroughTheSqlFunction) {
 // A relay of messages loses its slot while it is down: messages leave no rows, so the gap cannot
 // be read back. The restart stops (exit 4) naming the slot and the position it delivered
 // through, and makes no slot; --gap-repair-column is refused (exit 2) for a relay of messages.
-TEST_F(MessagesIntegration, ASlotLostWhileDownStopsTheRestart) {
-  RelayProcess& relay = start_messages_relay({});
+// In each delivery mode (`mode`: exactly-once's record is its committed checkpoint).
+void MessagesIntegration::slot_lost_while_down_stops_the_restart(
+    const std::vector<std::string>& mode) {
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), mode.begin(), mode.end());
+    return more;
+  };
+  RelayProcess& relay = start_messages_relay(with({}));
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
   pg_->exec("BEGIN;" + emit_json(0, "a") + emit_json(1, "a") + emit_json(2, "b") + "COMMIT;");
   const Lsn lsn = pg_->current_wal_lsn();
@@ -219,7 +227,7 @@ TEST_F(MessagesIntegration, ASlotLostWhileDownStopsTheRestart) {
   pg_->drop_slot_if_exists(slot_);
   pg_->exec("BEGIN;" + emit_json(3, "a") + emit_json(4, "b") + "COMMIT;");
 
-  RelayProcess& restarted = start_messages_relay({});
+  RelayProcess& restarted = start_messages_relay(with({}));
   const auto code = restarted.wait_exit(60s);
   ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
                                 << tail_file(restarted.log_path(), 20);
@@ -230,11 +238,19 @@ TEST_F(MessagesIntegration, ASlotLostWhileDownStopsTheRestart) {
       << log;
   EXPECT_FALSE(pg_->slot_exists(slot_)) << "the relay made a new slot";
 
-  RelayProcess& repairing = start_messages_relay({"--gap-repair-column", "created_at"});
+  RelayProcess& repairing = start_messages_relay(with({"--gap-repair-column", "created_at"}));
   const auto refused = repairing.wait_exit(30s);
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(*refused, 2) << tail_file(repairing.log_path(), 5);
   EXPECT_EQ(read_all(3, {topics_[0]}).size(), 3u) << "nothing was sent past the loss";
+}
+
+TEST_F(MessagesIntegration, ASlotLostWhileDownStopsTheRestart) {
+  slot_lost_while_down_stops_the_restart({});
+}
+
+TEST_F(MessagesIntegration, ASlotLostWhileDownStopsTheRestartExactlyOnce) {
+  slot_lost_while_down_stops_the_restart({"--delivery", "exactly-once"});
 }
 
 // Inserts and messages in one transaction and across transactions, one aggregate (one
