@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <regex>
 #include <set>
@@ -453,6 +454,96 @@ TEST_P(SlotInvalidatedWhileStreaming, ExitsWithCode4NamingTheRangeAndARestartRep
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SlotInvalidatedWhileStreaming, ::testing::Bool(), mode_name);
+
+// The slot compared with the progress record on every reconnect, not only at start: while the
+// broker hangs (nothing confirmed), events are committed, the relay's walsender is terminated and
+// another client advances the slot past them before the relay takes it again. The relay's next
+// session finds the slot confirmed past its record: exit 4 naming both positions, instead of
+// streaming on past the events it skipped.
+class SlotMovedBetweenSessions : public SlotInvalidationInMode {};
+
+TEST_P(SlotMovedBetweenSessions, TheReconnectStopsNamingBothPositions) {
+  constexpr int kRelayed = 10, kGap = 6;
+  RelayProcess& relay = start_relay(mode_flags());
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  insert_events(kRelayed / 2, 2, 0);
+  {
+    KafkaReader reader(brokers_, topics_);
+    ASSERT_TRUE(
+        reader.read_until([&](const auto& r) { return r.size() >= std::size_t(kRelayed); }, 60s))
+        << reader.records().size() << " of " << kRelayed << " events relayed within 60 s";
+  }
+  ASSERT_TRUE(expect_confirmed_reaches(pg_->current_wal_lsn(), 30s));
+  const auto recorded = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(recorded.has_value());
+  Lsn advanced = 0;
+  {
+    FrozenBroker frozen;
+    ASSERT_TRUE(frozen.frozen()) << "could not SIGSTOP the broker (OUTBOX_KAFKA_PID_FILE)";
+    insert_events(kGap / 2, 2, kRelayed);
+    const Lsn target = pg_->current_wal_lsn();
+    // The walsender ended; the slot advanced while the relay waits before taking it again.
+    ASSERT_TRUE(wait_until(
+        [&] {
+          pg_->query(
+              "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
+              "WHERE slot_name = $1 AND active_pid IS NOT NULL",
+              {slot_});
+          try {
+            pg_->query("SELECT pg_replication_slot_advance($1, $2::pg_lsn)",
+                       {slot_, format_lsn(target)});
+          } catch (const std::exception&) {
+            // Active again (the relay took it first): once more.
+          }
+          const auto at = pg_->slot_confirmed_flush(slot_);
+          advanced = at.value_or(0);
+          return at && *at >= target;
+        },
+        30s, 50ms))
+        << "could not advance slot " << slot_;
+  }
+  // Either the relay stops naming both positions, or (exactly-once) the transaction holding the
+  // gap was committed once the broker thawed, its checkpoint reaching the advanced position:
+  // then nothing was skipped and every event is in Kafka. At-least-once records nothing until
+  // the comparison passed, so it always stops.
+  KafkaReader reader(brokers_, topics_);
+  const auto all_delivered = [&] {
+    std::set<std::string> ids;
+    for (const Record& r : reader.records()) ids.insert(r.headers.at("id"));
+    return ids.size() >= std::size_t(kRelayed + kGap);
+  };
+  ASSERT_TRUE(wait_until(
+      [&] {
+        if (!relay.is_running()) return true;
+        reader.read_for(100ms);
+        return all_delivered() &&
+               read_file(relay.log_path()).find("event=progress_verified") != std::string::npos;
+      },
+      90s, 100ms))
+      << "the relay neither stopped nor delivered the gap\n"
+      << tail_file(relay.log_path(), 20);
+  if (relay.is_running()) {
+    EXPECT_TRUE(GetParam()) << "at-least-once went on past a slot moved ahead of its record";
+    std::cerr << "the gap was delivered before the comparison: the relay goes on\n";
+    expect_graceful_stop(relay);
+    return;
+  }
+  const auto code = relay.wait_exit(5s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 4) << tail_file(relay.log_path(), 20);
+  const std::string log = read_file(relay.log_path());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m,
+                                std::regex("replication slot " + slot_ + " is confirmed through " +
+                                           format_lsn(advanced) + ", past ([0-9A-F]+/[0-9A-F]+)")))
+      << log;
+  EXPECT_LE(parse_lsn(m[1].str()), advanced);
+  EXPECT_GE(parse_lsn(m[1].str()), *recorded) << "the record named is behind what was confirmed";
+  EXPECT_EQ(pg_->slot_confirmed_flush(slot_), std::optional<Lsn>(advanced))
+      << "the relay confirmed the slot after the check failed";
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SlotMovedBetweenSessions, ::testing::Bool(), mode_name);
 
 }  // namespace
 }  // namespace outbox_test
