@@ -201,6 +201,67 @@ TEST_F(NatsRelay, ASlotInvalidatedWhileStreamingStopsTheRelayNamingTheRange) {
   EXPECT_EQ(*pg_->scalar("SELECT count(*) FROM " + qualified_table()), "16");
 }
 
+// max_slot_wal_keep_size passed while the relay is down: the restart finds the slot lost and
+// stops (exit 4) naming the cause and the position, making no slot; prune deletes no row.
+TEST_F(NatsRelay, ASlotInvalidatedWhileTheRelayWasDownStopsTheRestart) {
+  create_outbox_table();
+  pg_->exec("ALTER TABLE " + qualified_table() +
+            " ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()");
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 1, 10, false));
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 10; }, 60s, 100ms));
+  const Lsn delivered = pg_->current_wal_lsn();
+  ASSERT_TRUE(expect_confirmed_reaches(delivered, 30s));
+  expect_graceful_stop(relay);
+  {
+    ScopeGuard reset([&] {
+      pg_->exec("ALTER SYSTEM RESET max_slot_wal_keep_size");
+      pg_->exec("SELECT pg_reload_conf()");
+    });
+    pg_->exec("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'");
+    pg_->exec("SELECT pg_reload_conf()");
+    pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 11, 6, false));
+    pg_->exec("CREATE TEMP TABLE wal_filler (x int)");
+    const auto wal_status = [&] {
+      return pg_
+          ->scalar("SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", {slot_})
+          .value_or("");
+    };
+    ASSERT_TRUE(wait_until(
+        [&] {
+          for (int i = 0; i < 3; ++i) {
+            pg_->exec("INSERT INTO wal_filler SELECT generate_series(1, 1000)");
+            pg_->scalar("SELECT pg_switch_wal()::text");
+          }
+          pg_->exec("CHECKPOINT");
+          return wal_status() == "lost";
+        },
+        60s, 200ms))
+        << "wal_status " << wal_status();
+  }
+  RelayProcess& restarted = start_relay();
+  const auto code = restarted.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
+                                << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("max_slot_wal_keep_size"), std::string::npos) << log;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("confirmed_flush_lsn ([0-9A-F]+/[0-9A-F]+)")))
+      << log;
+  EXPECT_LE(parse_lsn(m[1].str()), delivered) << "the position named is past the gap's start";
+  EXPECT_EQ(log.find("event=created_slot"), std::string::npos) << log;
+  EXPECT_EQ(stored().size(), 10u);
+  const CommandResult pr = run_to_end(relay_bin_,
+                                      {"prune", "--pg", conninfo_, "--slot", slot_, "--table",
+                                       qualified_table(), "--nats", nats_, "--older-than", "1ms"},
+                                      log_path("prune_out"), log_path("prune_err"), 60s);
+  EXPECT_EQ(pr.exit_code, 1) << pr.out << pr.err;
+  EXPECT_EQ(*pg_->scalar("SELECT count(*) FROM " + qualified_table()), "16");
+}
+
 // The slot dropped and made anew by another client while the relay was down: it exists, past the
 // relay's progress record in the JetStream bucket. The start stops (exit 4) naming both
 // positions, and stores nothing; --accept-slot-loss goes on, said as an error, and moves the
