@@ -902,6 +902,20 @@ TEST_P(SlotLoss, AServerWhoseWalEndsBeforeTheRecordStopsTheStart) {
   // until the comparison passed.
   if (GetParam()) EXPECT_EQ(log.find("event=streaming"), std::string::npos) << log;
   EXPECT_EQ(pg_->slot_confirmed_flush(slot_), stopped_at);
+
+  // --gap-repair-column has nothing to repair here (the slot is behind the record, not past it):
+  // the start stops the same way, publishing nothing.
+  std::vector<std::string> flags = mode_flags();
+  flags.insert(flags.end(), {"--gap-repair-column", "created_at"});
+  RelayProcess& repairing = start_relay(flags);
+  const auto again = repairing.wait_exit(60s);
+  ASSERT_TRUE(again.has_value()) << "the relay did not stop\n"
+                                 << tail_file(repairing.log_path(), 20);
+  EXPECT_EQ(*again, 4) << tail_file(repairing.log_path(), 20);
+  const std::string repairing_log = read_file(repairing.log_path());
+  EXPECT_NE(repairing_log.find("the server's WAL ends at "), std::string::npos) << repairing_log;
+  EXPECT_EQ(repairing_log.find("event=slot_gap_found"), std::string::npos) << repairing_log;
+  EXPECT_EQ(pg_->slot_confirmed_flush(slot_), stopped_at);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SlotLoss, ::testing::Bool(), [](const auto& info) {
