@@ -11,7 +11,7 @@
 #   integration  ctest -L integration on PostgreSQL 15: the real relay against PostgreSQL and Kafka
 #   fault        ctest -L fault on PostgreSQL 15: tests that kill, stop and restart the servers
 #   pg18         the integration and fault tests again on PostgreSQL 18 (all but
-#                RelayIntegration.Tls: the wheel's server has no TLS, and relay.*, which
+#                RelayIntegration.Tls: the wheel's server has no TLS, and sinks.*, which
 #                touches no PostgreSQL); OUTBOX_SKIP_PG18 drops it
 #   failover     ctest -L failover: a PostgreSQL 18 primary and standby of their own, promoted
 #   nats         ctest -L nats: the JetStream publisher, and the relay publishing to it (--nats)
@@ -416,10 +416,10 @@ run_pg15() {
     failed "ctest tier pg15 (${labels[*]})" $?
 }
 run_pg18() {
-  # Not RelayIntegration.Tls (the wheel's server has no TLS), nor the relay.* tests of
-  # tests/unit/relay labelled fault, which touch no PostgreSQL and ran in the pg15 stream.
+  # Not RelayIntegration.Tls (the wheel's server has no TLS), nor the sinks.* tests of
+  # tests/unit/sinks labelled fault, which touch no PostgreSQL and ran in the pg15 stream.
   timed "pg18: integration fault" lanes_ctest pg18 "${pg18_lanes[@]}" -- -L '^(integration|fault)$' \
-    -E '^(RelayIntegration[.]Tls|relay[.].*)$' || failed "ctest tier pg18" $?
+    -E '^(RelayIntegration[.]Tls|sinks[.].*)$' || failed "ctest tier pg18" $?
 }
 run_misc() {
   if wants package; then

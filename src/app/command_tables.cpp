@@ -198,12 +198,13 @@ Flag noting(Flag row, std::string& first) {
 
 Table run_flags(Options& o) {
   auto& r = o.relay;
+  auto& s = o.sinks;
   auto& m = r.mapper;
   Table table = {
       pg_flag(r.conninfo,
               "libpq conninfo string or URI (replication=database is added) [required]"),
       // Required unless --nats (check_sink).
-      flags::text("--brokers", "HOST:PORT[,...]", r.producer.brokers,
+      flags::text("--brokers", "HOST:PORT[,...]", s.kafka.brokers,
                   "Kafka bootstrap servers [required unless --nats]"),
       slot_flag(r.slot),
       publication_flag(r.publication),
@@ -267,7 +268,7 @@ Table run_flags(Options& o) {
                     "envelope of --messages: protobuf outbox.v1.Event, a JSON object, or auto\n"
                     "(JSON when the content starts with '{', else protobuf; the default)"));
   Table rest = {
-      flags::property("-X", r.producer.properties,
+      flags::property("-X", s.kafka.properties,
                       "librdkafka producer property, repeatable (e.g. -X linger.ms=10)"),
       flags::duration("--status-interval", r.status_interval,
                       "standby status update period while idle (default 10s);\n"
@@ -306,7 +307,7 @@ Table run_flags(Options& o) {
                     "at-least-once (default), or exactly-once: Kafka transactions carrying\n"
                     "whole PostgreSQL transactions and a checkpoint (read them with\n"
                     "isolation.level=read_committed)"),
-      flags::text("--transactional-id", "ID", r.producer.transactional_id,
+      flags::text("--transactional-id", "ID", s.kafka.transactional_id,
                   "transactional.id for --delivery exactly-once (default outbox-relay.SLOT);\n"
                   "the relay also uses ID#2 (two producers take turns)"),
       flags::name("--checkpoint-topic", r.checkpoint_topic,
@@ -348,13 +349,13 @@ Table run_flags(Options& o) {
                    "pgoutput messages one backlog count reads at most; beyond it the count is\n"
                    "a lower bound, the oldest event's age stays exact (default 10000)"),
   };
-  Table nats = nats_flags(r.nats,
+  Table nats = nats_flags(s.nats,
                           "NATS JetStream servers (nats:// or tls://) to publish to instead of\n"
                           "--brokers: subject = the topic template, Nats-Msg-Id = the event id\n"
                           "(docs/jetstream.md)");
   rest.insert(rest.end(), std::make_move_iterator(nats.begin()),
               std::make_move_iterator(nats.end()));
-  rest.push_back(nats_bucket_flag(r.nats_progress_bucket,
+  rest.push_back(nats_bucket_flag(s.nats_progress_bucket,
                                   "JetStream key-value bucket of the relay's progress records with "
                                   "--nats,\nmade when missing (what --checkpoint-topic is with "
                                   "Kafka; default\noutbox-relay-progress)"));

@@ -70,9 +70,9 @@ constexpr bool kNatsSinkAvailable = true;
 // One sink: Kafka (--brokers) or NATS JetStream (--nats), and no flag of the other.
 void check_sink(const Options& o) {
   const auto& r = o.relay;
-  const auto& n = r.nats;
+  const auto& n = o.sinks.nats;
   if (n.urls.empty()) {
-    if (r.producer.brokers.empty())
+    if (o.sinks.kafka.brokers.empty())
       throw flags::rejected("--brokers", "required (HOST:PORT[,...])");
     const std::pair<const std::string*, const char*> nats_only[] = {
         {&n.credentials_file, "--nats-creds"},
@@ -86,15 +86,15 @@ void check_sink(const Options& o) {
     return;
   }
   const char* kafka_flag = nullptr;
-  if (!r.producer.brokers.empty()) {
+  if (!o.sinks.kafka.brokers.empty()) {
     kafka_flag = "--brokers";
   } else if (r.delivery == relay::DeliveryMode::kExactlyOnce) {
     kafka_flag = "--delivery exactly-once";
-  } else if (!r.producer.transactional_id.empty()) {
+  } else if (!o.sinks.kafka.transactional_id.empty()) {
     kafka_flag = "--transactional-id";
   } else if (!o.kafka_config.empty()) {
     kafka_flag = "--kafka-config";
-  } else if (!r.producer.properties.empty()) {
+  } else if (!o.sinks.kafka.properties.empty()) {
     kafka_flag = "-X";
   }
   if (kafka_flag != nullptr) {
@@ -122,13 +122,13 @@ void check_run(const Options& o) {
   const auto& m = o.relay.mapper;
   check_sink(o);
   // A transactional producer that never initialises its transactions refuses every record.
-  if (!o.relay.producer.transactional_id.empty() &&
+  if (!o.sinks.kafka.transactional_id.empty() &&
       o.relay.delivery != relay::DeliveryMode::kExactlyOnce) {
     throw flags::rejected("--transactional-id", "needs --delivery exactly-once");
   }
   flags::check_mapping(m);
   if (!o.gap_repair_column.empty()) {
-    if (!o.relay.nats.urls.empty()) {
+    if (!o.sinks.nats.urls.empty()) {
       throw flags::rejected("--gap-repair-column",
                             "needs --brokers (the repair reads Kafka back; JetStream: exit 4)");
     }

@@ -15,7 +15,7 @@
 #include "outbox/pg/admin.hpp"
 #include "outbox/pg/bootstrap.hpp"
 #include "outbox/pg/slot_rules.hpp"
-#include "outbox/relay/progress_reader.hpp"
+#include "outbox/sinks/progress_reader.hpp"
 
 namespace outbox::app {
 
@@ -64,12 +64,12 @@ int repair_slot_gap(const Options& options, relay::RelayConfig& config) {
   try {
     pg::AdminSession db(config.conninfo);
     std::optional<pg::SlotInfo> slot = db.slot(config.slot);
-    relay::ProgressLocation where;
-    where.brokers = config.producer.brokers;
-    where.properties = config.producer.properties;
+    sinks::ProgressLocation where;
+    where.brokers = options.sinks.kafka.brokers;
+    where.properties = options.sinks.kafka.properties;
     where.checkpoint_topic = config.checkpoint_topic;
-    const relay::StoredProgress record =
-        relay::read_stored_progress(where, db.system_id(), config.slot, config.connect_timeout);
+    const sinks::StoredProgress record =
+        sinks::read_stored_progress(where, db.system_id(), config.slot, config.connect_timeout);
     if (!record.error.empty() || !record.lsn) return relay::kExitOk;  // the relay's check decides
     const std::string range_from = record.lsn->to_string();
     const bool lost = slot && pg::is_lost_slot(slot->wal_status);
@@ -143,7 +143,7 @@ int repair_slot_gap(const Options& options, relay::RelayConfig& config) {
 
     lifecycle::ReconcileOptions r;
     r.conninfo = config.conninfo;
-    r.brokers = config.producer.brokers;
+    r.brokers = options.sinks.kafka.brokers;
     r.mapper = config.mapper;
     r.column_time = options.gap_repair_column;
     r.since.epoch_us = since_us;
@@ -153,7 +153,7 @@ int repair_slot_gap(const Options& options, relay::RelayConfig& config) {
     until.text = lifecycle::format_utc(until_us);
     r.until = until;
     r.repair = true;
-    r.properties = config.producer.properties;
+    r.properties = options.sinks.kafka.properties;
     r.margin = options.gap_repair_margin;
     r.timeout = config.connect_timeout;
     spdlog::warn(

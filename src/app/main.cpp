@@ -186,7 +186,8 @@ int run_relay(const outbox::app::Options& options) {
   asio::io_context io(1);
   std::unique_ptr<outbox::relay::Relay> relay;
   try {
-    relay = std::make_unique<outbox::relay::Relay>(io, config);
+    relay = std::make_unique<outbox::relay::Relay>(io, config,
+                                                   outbox::sinks::make_sink_factory(options.sinks));
   } catch (const outbox::kafka::ConfigError& e) {
     std::fprintf(stderr, "outbox-relay: Kafka configuration (-X, --kafka-config): %s\n", e.what());
     return outbox::relay::kExitUsage;
@@ -293,7 +294,7 @@ int run_relay(const outbox::app::Options& options) {
   if (exit_code == outbox::relay::kExitSlotLost) {
     // Why PostgreSQL invalidated the slot, and the commands that recover the events.
     const std::string advice = outbox::lifecycle::slot_lost_advice(
-        options.relay.conninfo, options.relay.slot, options.relay.producer.brokers,
+        options.relay.conninfo, options.relay.slot, options.sinks.kafka.brokers,
         m.table.empty() ? "" : outbox::common::QualifiedName{m.schema, m.table}.text());
     spdlog::shutdown();
     if (!advice.empty()) std::fprintf(stderr, "outbox-relay: %s\n", advice.c_str());

@@ -30,7 +30,7 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
     }
   }
   // The file's properties first: -X overrides them.
-  auto& p = o.relay.producer.properties;
+  auto& p = o.sinks.kafka.properties;
   p.insert(p.begin(), o.kafka_config.begin(), o.kafka_config.end());
   if (!o.help && !o.version) {
     flags::check_kafka_properties(p, o.unsafe_kafka_config, "-X, --kafka-config");

@@ -39,7 +39,7 @@ std::string prune_refusal(const std::string& name, const PruneSlotView& s) {
 
 std::string progress_refusal(const std::string& name,
                              const std::optional<pgoutput::Lsn>& slot_confirmed,
-                             const relay::StoredProgress& record, const std::string& where) {
+                             const sinks::StoredProgress& record, const std::string& where) {
   const std::string refuse = "refusing to prune: ";
   const std::string in = " (" + where + ", key " + record.key + ")";
   if (!record.error.empty()) {
@@ -110,8 +110,8 @@ int run_prune(const PruneOptions& o, std::ostream& out, std::ostream& err) {
           << " is trusted alone; a slot made anew after a loss would let rows never delivered "
              "be deleted\n";
     } else {
-      const relay::StoredProgress record =
-          relay::read_stored_progress(o.progress.where, db.system_id(), o.slot, o.progress.timeout);
+      const sinks::StoredProgress record =
+          sinks::read_stored_progress(o.progress.where, db.system_id(), o.slot, o.progress.timeout);
       if (auto why =
               progress_refusal(o.slot, slot->confirmed_flush_lsn, record, o.progress.where.where());
           !why.empty()) {

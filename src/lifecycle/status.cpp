@@ -33,7 +33,7 @@ void row(std::ostream& out, std::string_view name, const std::string& value) {
 // The slot against the relay's progress record (ProgressView).
 std::vector<std::string> progress_problems(const std::optional<pg::SlotInfo>& slot,
                                            const ProgressView& p) {
-  const relay::StoredProgress& r = p.record;
+  const sinks::StoredProgress& r = p.record;
   const std::string record = "the relay's progress record (" + p.where + ", key " + r.key + ")";
   if (!r.error.empty()) return {"cannot read " + record + ": " + r.error};
   if (!r.bad.empty()) return {record + " holds \"" + r.bad + "\", not a WAL position"};
@@ -54,7 +54,7 @@ std::vector<std::string> progress_problems(const std::optional<pg::SlotInfo>& sl
 }
 
 std::string progress_text(const ProgressView& p) {
-  const relay::StoredProgress& r = p.record;
+  const sinks::StoredProgress& r = p.record;
   const std::string at = " (" + p.where + ", key " + r.key + ")";
   if (!r.error.empty()) return "unreadable" + at + ": " + r.error;
   if (!r.bad.empty()) return "not a position" + at + ": " + r.bad;
@@ -241,7 +241,7 @@ std::string format_status_json(const std::string& name, const std::optional<pg::
     o += "}";
   }
   if (progress) {
-    const relay::StoredProgress& r = progress->record;
+    const sinks::StoredProgress& r = progress->record;
     o += ",\"progress_record\":{\"where\":" + common::quoted(progress->where);
     o += ",\"key\":" + common::quoted(r.key);
     o += ",\"lsn\":" + json_lsn(r.lsn);
@@ -318,7 +318,7 @@ int run_status(const StatusOptions& o, std::ostream& out, std::ostream& err) {
     std::optional<ProgressView> progress;
     if (o.progress.where.given()) {
       progress = ProgressView{o.progress.where.where(),
-                              relay::read_stored_progress(o.progress.where, db.system_id(), o.slot,
+                              sinks::read_stored_progress(o.progress.where, db.system_id(), o.slot,
                                                           o.progress.timeout)};
     }
     const ProgressView* record = progress ? &*progress : nullptr;

@@ -454,7 +454,7 @@ Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
   }
   // --max-topics: librdkafka keeps state for every topic produced to until the process ends, so
   // an outbox writer choosing ever new aggregate types would grow the relay without end.
-  if (config_.nats.urls.empty() && topics_.find(ev.topic) == topics_.end()) {
+  if (config_.bound_topics && topics_.find(ev.topic) == topics_.end()) {
     if (topics_.size() >= config_.max_topics) {
       return poison_in_stream(
           poison("its topic would be distinct topic number " + std::to_string(topics_.size() + 1) +

@@ -19,13 +19,9 @@
 #include <unordered_set>
 #include <variant>
 
-#include "kafka_producers.hpp"
-#include "kafka_transactions.hpp"
-#include "nats_publishers.hpp"
 #include "outbox/common/clock.hpp"
 #include "outbox/common/log_text.hpp"
 #include "outbox/common/qualified_name.hpp"
-#include "outbox/kafka/consumer.hpp"
 #include "outbox/pg/bootstrap.hpp"
 #include "outbox/pg/publication_check.hpp"
 #include "outbox/pg/replication_connection.hpp"
@@ -33,12 +29,14 @@
 #include "outbox/pgoutput/decoder.hpp"
 #include "outbox/pgoutput/wire.hpp"
 #include "outbox/relay/pipeline.hpp"
-#include "outbox/relay/progress_reader.hpp"
+#include "outbox/relay/progress_record.hpp"
+#include "outbox/relay/progress_store.hpp"
 #include "outbox/relay/read_pacer.hpp"
+#include "outbox/relay/record_sink.hpp"
+#include "outbox/relay/sink_factory.hpp"
 #include "outbox/relay/status_reporter.hpp"
+#include "outbox/relay/transactions.hpp"
 #include "outbox/relay/txn_machine.hpp"
-#include "progress_record.hpp"
-#include "progress_store.hpp"
 #include "publication_checker.hpp"
 
 namespace outbox::relay {
@@ -68,28 +66,30 @@ constexpr std::chrono::milliseconds kConfirmDelay{100};
 // Longest wait, before a reconnected stream starts, for the deliveries still in flight.
 constexpr std::chrono::seconds kSettleTimeout{5};
 
-constexpr std::uint64_t kCheckpointOpaque = KafkaTransactions::kCheckpointOpaque;
-static_assert((kProgressTag & kCheckpointOpaque) == 0);
 // A progress record without a report this long is taken as lost and written again.
 constexpr std::chrono::seconds kProgressLost{30};
 constexpr std::size_t kProgressPendingMax = 64;
 // The progress topic could not be made: tried again this long after.
 constexpr std::chrono::seconds kProgressRetry{5};
-constexpr const char* kSpareSuffix = KafkaProducers::kSpareSuffix;
 
 // Frames handled between two turns of the io_context.
 constexpr std::size_t kYieldFrames = 256;
 
 }  // namespace
 
-class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
+// The broker's settings decide whether --max-topics applies (SinkFactory::bounds_topics()).
+RelayConfig bounded(RelayConfig config, const SinkFactory& sinks) {
+  config.bound_topics = sinks.bounds_topics();
+  return config;
+}
+
+class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
  public:
-  Impl(asio::io_context& io, RelayConfig config)
+  Impl(asio::io_context& io, RelayConfig config, std::unique_ptr<SinkFactory> sinks)
       : io_(io),
-        config_(std::move(config)),
+        sinks_(std::move(sinks)),
+        config_(bounded(std::move(config), *sinks_)),
         log_(make_logger()),
-        // Made here so that a bad -X property or NATS setting fails before anything runs.
-        producers_(make_sink()),
         wake_(io),
         pace_timer_(io),
         status_(
@@ -107,8 +107,17 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
         pipeline_(config_, *this, metrics_, log_),
         checker_(io.get_executor(), config_, pipeline_, metrics_, log_,
                  {[this] { return conn_ && !leaving(); }, [this] { return leaving(); },
-                  [this] { wake_stream(); }, [this] { confirm_soon(); }}),
-        transactions_(config_, pipeline_, kafka_, metrics_, log_, transactional_id(), *this) {}
+                  [this] { wake_stream(); }, [this] { confirm_soon(); }}) {
+    // Made here so that a bad setting of the broker's fails before anything runs.
+    make_sink();
+    if (exactly_once()) {
+      transactions_ = sinks_->transactions(config_, pipeline_, metrics_, log_, *this);
+      if (!transactions_) {
+        // The flags refuse it first (--nats with --delivery exactly-once): a caller's bug.
+        throw std::logic_error("--delivery exactly-once needs a broker with transactions");
+      }
+    }
+  }
 
   awaitable<int> run() {
     int attempt = 0;
@@ -135,7 +144,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
         } else {
           reason = e.what();
         }
-      } catch (const KafkaUnavailable& e) {
+      } catch (const BrokerUnavailable& e) {
         reason = e.what();
       } catch (const boost::system::system_error& e) {
         if (e.code() != asio::error::operation_aborted) {
@@ -158,9 +167,9 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       status_.stop();
       delivery_watch_.cancel();
       checker_.cancel_timer();
-      if (exactly_once() && transactions_.phase() == TxnPhase::kOpen && !stopping_ && !fatal_ &&
+      if (exactly_once() && transactions_->phase() == TxnPhase::kOpen && !stopping_ && !fatal_ &&
           !pipeline_.rewinding()) {
-        co_await transactions_.end_at_disconnect();
+        co_await transactions_->end_at_disconnect();
       }
       co_await checker_.await_background(true);
       pipeline_.on_disconnect();
@@ -243,23 +252,18 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   }
 
  private:
-  // The sink: NATS JetStream with --nats, else Kafka (kafka_ then points at it).
-  std::unique_ptr<RecordSink> make_sink() {
+  // The sink and its progress store, from the factory the relay was given.
+  void make_sink() {
     RecordSink::Handlers handlers{[this](const sink::Delivery& d) { on_delivery(d); },
                                   [this](const std::string& m) { on_producer_fatal(m); },
                                   [this](const std::string& m) { on_sink_refused(m); }};
     ProgressStore::Written written = [this](std::uint64_t seq, const std::string& error) {
       on_progress_written(seq, error);
     };
-    if (!config_.nats.urls.empty()) {
-      progress_ = nats_progress_store(io_.get_executor(), config_, std::move(written));
-      return std::make_unique<NatsPublishers>(io_.get_executor(), config_, std::move(handlers));
-    }
-    auto kafka = std::make_unique<KafkaProducers>(io_.get_executor(), config_, transactional_id(),
-                                                  std::move(handlers));
-    kafka_ = kafka.get();
-    progress_ = kafka_progress_store(*kafka, config_, std::move(written));
-    return kafka;
+    SinkFactory::Parts parts =
+        sinks_->make(io_.get_executor(), config_, std::move(handlers), std::move(written));
+    progress_ = std::move(parts.progress);
+    producers_ = std::move(parts.sink);
   }
 
   std::chrono::milliseconds backoff(int attempt) override {
@@ -277,7 +281,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     metrics_.state_reason = std::move(reason);
   }
 
-  void fail(Fatal f) {
+  void fail(Fatal f) override {
     if (!fatal_) fatal_ = std::move(f);
     wake_all();
   }
@@ -350,7 +354,8 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     if (timeline_ && *timeline_ != sys.timeline && same_server) {
       log_->warn(
           "event=timeline_changed slot={} timeline={} was={} same_server=true: the server the "
-          "relay decodes on was promoted; what Kafka acknowledged is in its WAL and is not sent "
+          "relay decodes on was promoted; what the broker acknowledged is in its WAL and is not "
+          "sent "
           "again",
           config_.slot, sys.timeline, *timeline_);
     } else if (!history_continues) {
@@ -360,12 +365,13 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
         if (past > *at) ghosts(*at, past, *timeline_);
         log_->warn(
             "event=timeline_changed slot={} timeline={} was={} switch_point={}: resuming at what "
-            "Kafka acknowledged before it; nothing acknowledged is sent again",
+            "the broker acknowledged before it; nothing acknowledged is sent again",
             config_.slot, sys.timeline, *timeline_, at->to_string());
       } else {
         log_->warn(
             "event=timeline_changed slot={} timeline={} was={}: timeline {} is not in the new "
-            "one's history; events Kafka acknowledged after the slot's position may be sent again",
+            "one's history; events the broker acknowledged after the slot's position may be sent "
+            "again",
             config_.slot, sys.timeline, *timeline_, *timeline_);
       }
     }
@@ -406,7 +412,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     }
     // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
     // producer of it) and reads the checkpoint; what the server sends before it is skipped.
-    if (exactly_once()) co_await transactions_.prepare();
+    if (exactly_once()) co_await transactions_->prepare();
     set_state(State::kStreaming, "");
     log_->info("event=streaming slot={} publication={} server_wal={} timeline={} start={}",
                config_.slot, config_.publication, sys.xlogpos.to_string(), sys.timeline,
@@ -426,37 +432,6 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   // ---- exactly-once (--delivery exactly-once) ----------------------------------------------
 
   bool exactly_once() const { return config_.delivery == DeliveryMode::kExactlyOnce; }
-
-  std::string transactional_id() const {
-    return config_.producer.transactional_id.empty() ? "outbox-relay." + config_.slot
-                                                     : config_.producer.transactional_id;
-  }
-
-  // A newer producer of the transactional.id (a relay that took the slot over) fenced this one.
-  // Or the transaction coordinator did: it aborts a transaction open longer than
-  // transaction.timeout.ms (a broker away that long) and bumps the producer's epoch, which
-  // fences the producer too. Only a relay holding the slot initialises the transactional.id,
-  // and the slot is this relay's while its replication connection lives: then the coordinator
-  // ended the transaction, and the relay resumes at the last commit with new producers, as
-  // after any abort. A connection the server closed (the slot taken over) stops the relay.
-  void fail_fenced(const std::string& error) {
-    if (!stopping_ && !fatal_ && conn_ && conn_->alive()) {
-      log_->warn(
-          "event=kafka_transaction_expired slot={} error={}: fenced while the slot is still this "
-          "relay's: the coordinator ended the open transaction (open longer than "
-          "transaction.timeout.ms, e.g. a broker away that long); resuming at the last commit",
-          config_.slot, quoted(error));
-      pipeline_.abort_kafka_transaction("the transaction coordinator ended it: " + error);
-      after_delivery();
-      return;
-    }
-    transactions_.mark_fenced();
-    fail({kExitError, "fenced: another producer initialised transactional.id " +
-                          transactional_id() + " or " + transactional_id() + kSpareSuffix +
-                          " (a relay that took over this slot); this one stops without "
-                          "committing: " +
-                          error});
-  }
 
   // The checkpoint's key: the database system and the slot (a slot name is only unique there).
   std::string checkpoint_key() const override {
@@ -484,9 +459,10 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     }
   }
 
-  // KafkaTransactions::Host.
+  // Transactions::Host.
   bool decoding_on_standby() const override { return on_standby_; }
   bool stopping() const override { return stopping_; }
+  bool holds_slot() const override { return !stopping_ && !fatal_ && conn_ && conn_->alive(); }
   std::uint32_t timeline() const override { return timeline_.value_or(0); }
   std::optional<Lsn> switch_point(std::uint32_t old_timeline) const override {
     const auto it = history_.find(old_timeline);
@@ -498,7 +474,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   void ghosts(Lsn from, Lsn to, std::uint32_t old_timeline) override {
     ++metrics_.timeline_ghosts;
     log_->error(
-        "event=ghosts_published slot={} timeline={} from={} to={}: Kafka holds events of "
+        "event=ghosts_published slot={} timeline={} from={} to={}: the broker holds events of "
         "timeline {} committed after the point where the promoted server's timeline left it; "
         "those transactions do not exist on the promoted server (a failover without "
         "synchronized_standby_slots on the primary: docs/failover.md). The relay resumes at {}. "
@@ -508,10 +484,9 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   }
   Clock::time_point stop_deadline() const override { return stop_deadline_; }
   bool failed() const override { return fatal_.has_value(); }
-  void waiting_for_kafka(const std::string& reason) override {
+  void waiting_for_broker(const std::string& reason) override {
     set_state(State::kConnecting, reason);
   }
-  void fenced(const std::string& error) override { fail_fenced(error); }
   void committed() override { confirm_soon(); }
   void aborted() override { after_delivery(); }
 
@@ -552,7 +527,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
                       " disappeared while the relay was using it; events committed after its last "
                       "confirmed position " +
                       confirm_lsn().to_string() +
-                      " may never reach Kafka. Reconcile the outbox rows committed since then "
+                      " may never reach the broker. Reconcile the outbox rows committed since then "
                       "(outbox-relay reconcile --repair), then start the relay once with "
                       "--accept-slot-loss, which creates the slot anew."};
         case pg::BootstrapRefusal::kSlotDroppedMeanwhile:
@@ -621,13 +596,13 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     std::string key = checkpoint_key();
     ProgressRead read = co_await progress_->read(std::move(key), config_.connect_timeout);
     if (read.refused) {
-      kafka_refused_ = true;
+      sink_refused_ = true;
       throw FatalError({kExitError, read.error + "; " + producers_->refusal_advice() + "; " +
                                         before + " did not go on"});
     }
     if (!read.error.empty()) {
-      throw KafkaUnavailable("reading the progress record of slot " + config_.slot + " in " +
-                             progress_->where() + " before " + before + ": " + read.error);
+      throw BrokerUnavailable("reading the progress record of slot " + config_.slot + " in " +
+                              progress_->where() + " before " + before + ": " + read.error);
     }
     if (read.last && *read.last > progress_acked_) progress_acked_ = *read.last;
     co_return read;
@@ -646,7 +621,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       ++metrics_.slot_gaps_repaired;
       log_->warn(
           "event=slot_gap_repaired slot={} store={} key={}: {}; the outbox rows of the gap "
-          "that Kafka lacked were published before streaming: {}",
+          "that the broker lacked were published before streaming: {}",
           config_.slot, quoted(progress_->where()), quoted(checkpoint_key()), what,
           config_.gap_repaired);
       return;
@@ -701,16 +676,17 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
     const Lsn recorded = *read.last;
     const Lsn confirmed = slot.confirmed_flush_lsn.value_or(Lsn{});
     if (!on_standby_ && read.timeline && *read.timeline == sys.timeline && recorded > sys.xlogpos) {
-      loss_found("server_behind_record_accepted",
-                 "the server's WAL ends at " + sys.xlogpos.to_string() + " on timeline " +
-                     std::to_string(sys.timeline) + ", before " + recorded.to_string() +
-                     ", through which " + record_words() +
-                     " shows the relay delivered on that timeline: the server was restored from "
-                     "a backup or is not the one the relay delivered from. Kafka holds events of "
-                     "transactions this server does not have, and events it commits at positions "
-                     "up to " +
-                     recorded.to_string() + " may be taken for delivered",
-                 confirmed.to_string(), held_words(), false);
+      loss_found(
+          "server_behind_record_accepted",
+          "the server's WAL ends at " + sys.xlogpos.to_string() + " on timeline " +
+              std::to_string(sys.timeline) + ", before " + recorded.to_string() +
+              ", through which " + record_words() +
+              " shows the relay delivered on that timeline: the server was restored from "
+              "a backup or is not the one the relay delivered from. The broker holds events of "
+              "transactions this server does not have, and events it commits at positions "
+              "up to " +
+              recorded.to_string() + " may be taken for delivered",
+          confirmed.to_string(), held_words(), false);
       co_return confirmed;
     }
     if (confirmed > recorded) {
@@ -769,7 +745,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
                    slot.confirmed_flush_lsn.value_or(Lsn{}).to_string());
         write_progress();
         co_return;
-      } catch (const KafkaUnavailable& e) {
+      } catch (const BrokerUnavailable& e) {
         error = e.what();
       } catch (const FatalError& f) {
         if (!current()) co_return;
@@ -779,7 +755,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       }
       if (!current()) co_return;
       const auto delay = backoff(attempt++);
-      if (exactly_once()) waiting_for_kafka("waiting for Kafka: " + error);
+      if (exactly_once()) waiting_for_broker("waiting for the broker: " + error);
       log_->warn("event=kafka_unavailable slot={} attempt={} in_ms={} reason={}", config_.slot,
                  attempt, delay.count(), quoted(error));
       co_await wait_progress(Clock::now() + delay);
@@ -798,8 +774,8 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   awaitable<void> record_accepted(Lsn lsn) {
     co_await ensure_progress_topic();
     if (!progress_topic_ready_) {
-      throw KafkaUnavailable("making " + progress_->where() + " for the progress record of slot " +
-                             config_.slot);
+      throw BrokerUnavailable("making " + progress_->where() + " for the progress record of slot " +
+                              config_.slot);
     }
     progress_at_ = {};
     write_progress(lsn);
@@ -808,9 +784,9 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       co_await wait_progress(deadline);
     }
     if (progress_acked_ < lsn && !stopping_ && !fatal_) {
-      throw KafkaUnavailable("writing the progress record of slot " + config_.slot + " to " +
-                             progress_->where() + ": " +
-                             progress_error_.value_or("no acknowledgement"));
+      throw BrokerUnavailable("writing the progress record of slot " + config_.slot + " to " +
+                              progress_->where() + ": " +
+                              progress_error_.value_or("no acknowledgement"));
     }
     log_->info("event=progress_recorded slot={} lsn={}", config_.slot, lsn.to_string());
   }
@@ -923,7 +899,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   // the next start sends nothing delivered again. Bounded: `deadline`, at least a second.
   awaitable<void> flush_progress(Clock::time_point deadline) {
     // Only the relay's end: a rewind's session confirms again soon after.
-    if (!records_progress() || kafka_refused_ || !(stopping_ || fatal_)) co_return;
+    if (!records_progress() || sink_refused_ || !(stopping_ || fatal_)) co_return;
     const Lsn target = confirm_lsn();
     if (target <= progress_acked_) co_return;
     const auto until = std::max(deadline, Clock::now() + std::chrono::seconds(1));
@@ -959,8 +935,8 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       if (stream_ends()) co_return;
       checker_.on_stream_turn();  // a check due starts beside the stream; a failed one throws
       if (exactly_once() &&
-          transactions_.commit_due(transactions_.interval_passed() || pipeline_.paused())) {
-        co_await transactions_.commit();
+          transactions_->commit_due(transactions_->interval_passed() || pipeline_.paused())) {
+        co_await transactions_->commit();
         continue;
       }
       if (pipeline_.backpressured()) {
@@ -991,8 +967,8 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
           continue;
         }
         // Nothing to read: a Kafka transaction with records commits now.
-        if (exactly_once() && transactions_.commit_due(true)) {
-          co_await transactions_.commit();
+        if (exactly_once() && transactions_->commit_due(true)) {
+          co_await transactions_->commit();
           continue;
         }
         try {
@@ -1066,35 +1042,31 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
       if (!exactly_once() && !producers_->stopped()) producers_->halt();
       wake_all();
     }
-    if (waiting_ && (transactions_.committing() || !pipeline_.paused() || leaving() ||
-                     pipeline_.below_low_watermark())) {
+    if (waiting_ && ((transactions_ && transactions_->committing()) || !pipeline_.paused() ||
+                     leaving() || pipeline_.below_low_watermark())) {
       wake_.cancel();
     }
   }
 
-  // Pipeline::Sink over the two producers.
+  // Pipeline::Sink over the broker's RecordSink.
   sink::ProduceResult produce(const sink::Record& record, std::uint64_t opaque,
                               Pipeline::Route route) override {
-    if (exactly_once()) transactions_.before_record();
+    if (exactly_once()) transactions_->before_record();
     if (producers_->queued() == 0) last_report_ = Clock::now();  // the deadline starts now
     // Exactly-once: every record goes in the transaction (nothing else is in flight anyway).
     return producers_->produce(record, opaque, route == Pipeline::Route::kAlone);
   }
   bool stopped() const override { return producers_->stopped(); }
 
-  // Every delivery report, of any producer: a checkpoint record's is the commit's; the
-  // others are the Pipeline's.
+  // Every delivery report, of any producer: a checkpoint record's is the commit's
+  // (Transactions::take); the others are the Pipeline's.
   void on_delivery(const sink::Delivery& d) {
     // A progress record's report is not the events' (its own producer): counted, a progress
     // record timing out every message.timeout.ms kept the events' deadline from ever passing
     // while the broker was frozen (no rewind, the events waited for the thaw).
     if (progress_ && progress_->take(d)) return;
     last_report_ = Clock::now();
-    if (d.opaque == kCheckpointOpaque) {
-      transactions_.on_checkpoint_delivery(d);
-    } else {
-      pipeline_.on_delivery(d);
-    }
+    if (!(transactions_ && transactions_->take(d))) pipeline_.on_delivery(d);
     after_delivery();
   }
 
@@ -1102,17 +1074,16 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   // lost after a broker restart): what was not acknowledged is sent again from the confirmed
   // position by a new producer; nothing is lost, nothing passes an earlier record.
   void on_producer_fatal(const std::string& message) {
-    if (exactly_once() && kafka_ != nullptr && kafka_->fenced()) {
-      fail_fenced(message);
+    if (transactions_ && transactions_->fenced()) {
+      transactions_->on_fenced(message);
       return;
     }
     if (stopping_) {
-      fail({kExitError, std::string(kafka_ != nullptr ? "Kafka producer" : "NATS publisher") +
-                            " fatal error while stopping: " + message});
+      fail({kExitError, producers_->client() + " fatal error while stopping: " + message});
       return;
     }
     if (exactly_once()) {
-      pipeline_.abort_kafka_transaction("Kafka producer fatal error: " + message);
+      pipeline_.abort_kafka_transaction(producers_->client() + " fatal error: " + message);
     } else {
       pipeline_.begin_rewind(message);
     }
@@ -1125,15 +1096,14 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   // restart (by the supervisor, exit code 1) picks up a fixed --kafka-config or certificate.
   void on_sink_refused(const std::string& what) {
     if (fatal_) return;
-    kafka_refused_ = true;
-    fail({kExitError, (kafka_ != nullptr ? "Kafka broker " : "") + what + "; " +
-                          producers_->refusal_advice() + "; slot " + config_.slot +
+    sink_refused_ = true;
+    fail({kExitError, what + "; " + producers_->refusal_advice() + "; slot " + config_.slot +
                           " is not confirmed past " + confirm_lsn().to_string()});
   }
 
   void rewind() {
     producers_->renew();  // reports still due are dropped: those records are sent again
-    transactions_.producers_renewed();
+    if (transactions_) transactions_->producers_renewed();
     pipeline_.rewound();
     rewind_signalled_ = false;
   }
@@ -1223,15 +1193,15 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   awaitable<void> finish() {
     const auto deadline = stopping_ ? stop_deadline_ : Clock::now() + config_.shutdown_timeout;
     // Nothing more can be acknowledged when the broker refuses the relay's credentials.
-    while (!kafka_refused_ && producers_->queued() > 0 && Clock::now() < deadline) {
+    while (!sink_refused_ && producers_->queued() > 0 && Clock::now() < deadline) {
       co_await wait_for_change(deadline);
     }
-    if (exactly_once() && transactions_.phase() == TxnPhase::kOpen) {
+    if (exactly_once() && transactions_->phase() == TxnPhase::kOpen) {
       // Whole PostgreSQL transactions commit; a part of one is aborted and sent again next time.
-      if (!fatal_ && !pipeline_.rewinding() && transactions_.commit_due(true)) {
-        co_await transactions_.commit();
-      } else if (transactions_.records() > 0 || pipeline_.in_transaction()) {
-        co_await transactions_.abort();
+      if (!fatal_ && !pipeline_.rewinding() && transactions_->commit_due(true)) {
+        co_await transactions_->commit();
+      } else if (transactions_->records() > 0 || pipeline_.in_transaction()) {
+        co_await transactions_->abort();
       }
     }
     co_await final_check();
@@ -1249,13 +1219,13 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   }
 
   asio::io_context& io_;
+  std::unique_ptr<SinkFactory> sinks_;  // the broker's (sink_factory.hpp)
   RelayConfig config_;
   std::shared_ptr<spdlog::logger> log_;
-  KafkaProducers* kafka_ = nullptr;  // the sink when it is Kafka (set by make_sink())
   // Where the progress record lives (progress_store.hpp); made with the sink (make_sink()), so
   // declared before it.
   std::unique_ptr<ProgressStore> progress_;
-  std::unique_ptr<RecordSink> producers_;  // Kafka's producers or NATS's publisher
+  std::unique_ptr<RecordSink> producers_;  // the broker's clients
   std::unique_ptr<pg::ReplicationConnection> conn_;
   asio::steady_timer wake_;
   asio::steady_timer pace_timer_;  // the read pause of stream()
@@ -1280,7 +1250,7 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   Clock::time_point stop_read_deadline_;  // see finishing_transaction()
   Clock::time_point stop_deadline_;       // a stop's end (--shutdown-timeout after it began)
   bool rewind_signalled_ = false;
-  bool kafka_refused_ = false;  // a broker refused the credentials or certificate: exiting
+  bool sink_refused_ = false;  // the broker refused the credentials or certificate: exiting
   // The progress record (progress_record.hpp): read on its own thread before a slot is created;
   // at-least-once writes it (write_progress()).
   bool progress_topic_ready_ = false;
@@ -1304,11 +1274,12 @@ class Relay::Impl : private Pipeline::Sink, private KafkaTransactions::Host {
   Metrics metrics_;
   Pipeline pipeline_;           // it refers to config_, metrics_ and the producers (as its Sink)
   PublicationChecker checker_;  // it refers to the pipeline
-  KafkaTransactions transactions_;  // last: it refers to the pipeline and the producers
+  // Exactly-once's cycle (null otherwise); last: it refers to the pipeline and the producers.
+  std::unique_ptr<Transactions> transactions_;
 };
 
-Relay::Relay(asio::io_context& io, RelayConfig config)
-    : impl_(std::make_unique<Impl>(io, std::move(config))) {}
+Relay::Relay(asio::io_context& io, RelayConfig config, std::unique_ptr<SinkFactory> sinks)
+    : impl_(std::make_unique<Impl>(io, std::move(config), std::move(sinks))) {}
 Relay::~Relay() = default;
 awaitable<int> Relay::run() { return impl_->run(); }
 void Relay::request_stop() { impl_->request_stop(); }

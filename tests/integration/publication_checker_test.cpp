@@ -31,9 +31,9 @@ using pgoutput::Lsn;
 // The check never produces: a Pipeline without records.
 class NoSink : public Pipeline::Sink {
  public:
-  kafka::ProduceResult produce(const kafka::Record&, std::uint64_t, Pipeline::Route) override {
+  sink::ProduceResult produce(const sink::Record&, std::uint64_t, Pipeline::Route) override {
     ADD_FAILURE() << "the publication check produced a record";
-    return {kafka::ProduceStatus::kFailed, "no sink", false};
+    return {sink::ProduceStatus::kFailed, "no sink", false};
   }
   bool stopped() const override { return false; }
 };

@@ -59,11 +59,11 @@ TEST(KafkaConfig, ReadsPropertiesLikeKcat) {
       "ssl.ca.location=/etc/ssl/ca.pem");
   CommandLine cl =
       parse_command_line({"--pg", "x", "--brokers", "k:1", "--kafka-config", f.path()});
-  EXPECT_EQ(cl.run.relay.producer.properties, (Props{{"security.protocol", "SASL_SSL"},
-                                                     {"sasl.mechanism", "PLAIN"},
-                                                     {"sasl.username", "relay"},
-                                                     {"sasl.password", "p=ss#word"},
-                                                     {"ssl.ca.location", "/etc/ssl/ca.pem"}}));
+  EXPECT_EQ(cl.run.sinks.kafka.properties, (Props{{"security.protocol", "SASL_SSL"},
+                                                  {"sasl.mechanism", "PLAIN"},
+                                                  {"sasl.username", "relay"},
+                                                  {"sasl.password", "p=ss#word"},
+                                                  {"ssl.ca.location", "/etc/ssl/ca.pem"}}));
 }
 
 TEST(KafkaConfig, DashXOverridesTheFileWhereverItStands) {
@@ -72,7 +72,7 @@ TEST(KafkaConfig, DashXOverridesTheFileWhereverItStands) {
                     std::vector<std::string>{"--kafka-config", f.path(), "-X", "linger.ms=1"}}) {
     args.insert(args.begin(), {"--pg", "x", "--brokers", "k:1"});
     // librdkafka applies them in order: the last value of a property counts.
-    EXPECT_EQ(parse_command_line(args).run.relay.producer.properties,
+    EXPECT_EQ(parse_command_line(args).run.sinks.kafka.properties,
               (Props{{"linger.ms", "50"}, {"client.id", "from-file"}, {"linger.ms", "1"}}));
   }
 }
@@ -116,8 +116,8 @@ TEST(Environment, FlagNamesMapToOutboxRelayVariables) {
                                                   {"OUTBOX_RELAY_UNRELATED", "ignored"}}));
   EXPECT_EQ(cl.command, Command::kRun);
   EXPECT_EQ(cl.run.relay.conninfo, "host=db");
-  EXPECT_EQ(cl.run.relay.producer.brokers, "kafka:9093");
-  EXPECT_EQ(cl.run.relay.producer.properties, (Props{{"sasl.password", "s3cret"}}));
+  EXPECT_EQ(cl.run.sinks.kafka.brokers, "kafka:9093");
+  EXPECT_EQ(cl.run.sinks.kafka.properties, (Props{{"sasl.password", "s3cret"}}));
   EXPECT_EQ(cl.run.relay.status_interval, std::chrono::seconds(2));
   EXPECT_FALSE(cl.run.relay.create);
   EXPECT_EQ(cl.run.relay.on_error, relay::OnError::kDlq);
@@ -134,7 +134,7 @@ TEST(Environment, CommandLineWins) {
               {"OUTBOX_RELAY_KAFKA_CONFIG", env_file.path()}}));
   EXPECT_EQ(cl.run.relay.slot, "from_argv");
   EXPECT_EQ(cl.run.relay.conninfo, "host=db");
-  EXPECT_EQ(cl.run.relay.producer.properties, (Props{{"client.id", "argv"}}));
+  EXPECT_EQ(cl.run.sinks.kafka.properties, (Props{{"client.id", "argv"}}));
 }
 
 TEST(Environment, BadValuesNameTheVariableAndTheFlag) {
@@ -238,11 +238,11 @@ TEST(KafkaConfig, PropertiesThatRunCodeNeedTheOptIn) {
   EXPECT_EQ(e.find("touch"), std::string::npos) << "the value is not shown: " << e;
   CommandLine cl = parse_command_line(
       {"--pg", "x", "--brokers", "k:1", "-X", "sasl.kerberos.principal=relay/host@EXAMPLE.COM"});
-  EXPECT_EQ(cl.run.relay.producer.properties.size(), 1u);
+  EXPECT_EQ(cl.run.sinks.kafka.properties.size(), 1u);
   // Typed on purpose: accepted, and never from the environment.
   cl = parse_command_line(
       {"--pg", "x", "--brokers", "k:1", "--unsafe-kafka-config", "--kafka-config", f.path()});
-  EXPECT_EQ(cl.run.relay.producer.properties, (Props{{"plugin.library.paths", "/tmp/x.so"}}));
+  EXPECT_EQ(cl.run.sinks.kafka.properties, (Props{{"plugin.library.paths", "/tmp/x.so"}}));
   EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--kafka-config", f.path()},
                      env_of({{"OUTBOX_RELAY_UNSAFE_KAFKA_CONFIG", "1"}})),
             refused);

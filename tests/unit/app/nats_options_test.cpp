@@ -12,9 +12,9 @@ namespace {
 TEST(NatsOptions, NatsReplacesBrokers) {
   CommandLine cl = parse_command_line(
       {"--pg", "x", "--nats", "nats://127.0.0.1:4222", "--nats-nkey", "/etc/relay.nk"});
-  EXPECT_EQ(cl.run.relay.nats.urls, "nats://127.0.0.1:4222");
-  EXPECT_EQ(cl.run.relay.nats.nkey_seed_file, "/etc/relay.nk");
-  EXPECT_TRUE(cl.run.relay.producer.brokers.empty());
+  EXPECT_EQ(cl.run.sinks.nats.urls, "nats://127.0.0.1:4222");
+  EXPECT_EQ(cl.run.sinks.nats.nkey_seed_file, "/etc/relay.nk");
+  EXPECT_TRUE(cl.run.sinks.kafka.brokers.empty());
 }
 
 TEST(NatsOptions, KafkaSettingsAreRefusedWithNats) {
@@ -48,7 +48,7 @@ TEST(NatsOptions, NatsSettingsNeedNats) {
 TEST(NatsOptions, BrokersStaysRequiredWithoutNats) {
   EXPECT_EQ(error_of({"--pg", "x"}), "--brokers: required (HOST:PORT[,...])");
   CommandLine cl = parse_command_line({"--pg", "x", "--brokers", "k:1"});
-  EXPECT_TRUE(cl.run.relay.nats.urls.empty());
+  EXPECT_TRUE(cl.run.sinks.nats.urls.empty());
 }
 
 }  // namespace

@@ -427,8 +427,8 @@ TEST(FlagTable, HelpSkipsRequiredAndLateChecksButNotBadValues) {
 
 TEST(FlagTable, AttachedValueOnlyForTwoCharacterValuedFlags) {
   CommandLine cl = parse_command_line({"--pg", "x", "--brokers", "k:1", "-Xa=b", "-X", "c=d"});
-  ASSERT_EQ(cl.run.relay.producer.properties.size(), 2u);
-  EXPECT_EQ(cl.run.relay.producer.properties[0].first, "a");
+  ASSERT_EQ(cl.run.sinks.kafka.properties.size(), 2u);
+  EXPECT_EQ(cl.run.sinks.kafka.properties[0].first, "a");
   EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "-X="}),
             "-X: expected PROPERTY=VALUE (the value is not shown: it may hold a secret)");
   EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "-hx"}), "unknown flag -hx (see --help)");

@@ -12,7 +12,7 @@ Options parse(std::vector<std::string> args) { return parse_options(args); }
 TEST(RunOptions, DefaultsMatchDebeziumOutboxRouter) {
   Options o = parse({"--pg", "dbname=x", "--brokers", "k:9092"});
   EXPECT_EQ(o.relay.conninfo, "dbname=x");
-  EXPECT_EQ(o.relay.producer.brokers, "k:9092");
+  EXPECT_EQ(o.sinks.kafka.brokers, "k:9092");
   EXPECT_EQ(o.relay.slot, "outbox_relay");
   EXPECT_EQ(o.relay.publication, "outbox_relay");
   EXPECT_EQ(o.relay.mapper.schema, "public");
@@ -68,7 +68,7 @@ TEST(RunOptions, EveryFlagIsApplied) {
                      "--require-json"});
   const auto& r = o.relay;
   EXPECT_EQ(r.conninfo, "host=h");
-  EXPECT_EQ(r.producer.brokers, "a:1,b:2");
+  EXPECT_EQ(o.sinks.kafka.brokers, "a:1,b:2");
   EXPECT_EQ(r.slot, "s");
   EXPECT_EQ(r.publication, "p");
   EXPECT_EQ(r.mapper.schema, "app");
@@ -80,9 +80,9 @@ TEST(RunOptions, EveryFlagIsApplied) {
   EXPECT_EQ(r.mapper.column_aggregateid, "agg");
   EXPECT_EQ(r.mapper.column_type, "etype");
   EXPECT_EQ(r.mapper.column_payload, "body");
-  ASSERT_EQ(r.producer.properties.size(), 2u);
-  EXPECT_EQ(r.producer.properties[0], (std::pair<std::string, std::string>{"linger.ms", "1"}));
-  EXPECT_EQ(r.producer.properties[1], (std::pair<std::string, std::string>{"acks", "all"}));
+  ASSERT_EQ(o.sinks.kafka.properties.size(), 2u);
+  EXPECT_EQ(o.sinks.kafka.properties[0], (std::pair<std::string, std::string>{"linger.ms", "1"}));
+  EXPECT_EQ(o.sinks.kafka.properties[1], (std::pair<std::string, std::string>{"acks", "all"}));
   EXPECT_EQ(r.status_interval, std::chrono::milliseconds(500));
   EXPECT_EQ(r.shutdown_timeout, std::chrono::minutes(1));
   EXPECT_EQ(r.read_pause, std::chrono::microseconds(250));

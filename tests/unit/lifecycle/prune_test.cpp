@@ -57,7 +57,7 @@ TEST(Prune, TheTimeColumnMustExistAndBeATimestamp) {
 // that cannot be read, is missing or is not a position: refused too.
 TEST(Prune, TrustsTheSlotOnlyWhenItIsNotAheadOfTheProgressRecord) {
   using pgoutput::Lsn;
-  relay::StoredProgress record;
+  sinks::StoredProgress record;
   record.key = "7/s";
   record.lsn = Lsn{0x2000};
   const std::string where = "topic cp";
@@ -74,17 +74,17 @@ TEST(Prune, TrustsTheSlotOnlyWhenItIsNotAheadOfTheProgressRecord) {
   EXPECT_NE(ahead.find("reconcile --since ... --repair"), std::string::npos) << ahead;
   EXPECT_NE(ahead.find("--accept-slot-loss"), std::string::npos) << ahead;
 
-  relay::StoredProgress none;
+  sinks::StoredProgress none;
   none.key = "7/s";
   EXPECT_EQ(progress_refusal("s", Lsn{0x1000}, none, where)
                 .rfind("refusing to prune: no progress record of slot s (topic cp, key 7/s)", 0),
             0u);
-  relay::StoredProgress unreadable = none;
+  sinks::StoredProgress unreadable = none;
   unreadable.error = "Kafka away";
   EXPECT_EQ(progress_refusal("s", Lsn{0x1000}, unreadable, where),
             "refusing to prune: cannot read the relay's progress record of slot s (topic cp, key "
             "7/s): Kafka away");
-  relay::StoredProgress bad = none;
+  sinks::StoredProgress bad = none;
   bad.bad = "garbage";
   EXPECT_EQ(progress_refusal("s", Lsn{0x1000}, bad, where),
             "refusing to prune: the progress record of slot s (topic cp, key 7/s) holds "

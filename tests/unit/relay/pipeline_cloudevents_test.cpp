@@ -57,14 +57,14 @@ struct Produced {
 
 class Sink : public Pipeline::Sink {
  public:
-  kafka::ProduceResult produce(const kafka::Record& r, std::uint64_t, Pipeline::Route) override {
+  sink::ProduceResult produce(const sink::Record& r, std::uint64_t, Pipeline::Route) override {
     Produced p{std::string(r.topic), {}, r.timestamp_ms};
     for (const auto& h : r.headers) {
       p.headers.emplace_back(std::string(h.name),
                              h.value ? std::optional<std::string>(*h.value) : std::nullopt);
     }
     records.push_back(std::move(p));
-    return {kafka::ProduceStatus::kQueued, {}, false};
+    return {sink::ProduceStatus::kQueued, {}, false};
   }
   bool stopped() const override { return false; }
   std::vector<Produced> records;

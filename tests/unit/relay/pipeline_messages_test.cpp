@@ -70,9 +70,9 @@ struct Produced {
 
 class RecordingSink : public Pipeline::Sink {
  public:
-  kafka::ProduceResult produce(const kafka::Record& r, std::uint64_t opaque,
+  sink::ProduceResult produce(const sink::Record& r, std::uint64_t opaque,
                                Pipeline::Route) override {
-    if (queue_full) return {kafka::ProduceStatus::kQueueFull, {}, false};
+    if (queue_full) return {sink::ProduceStatus::kQueueFull, {}, false};
     Produced p{std::string(r.topic),
                r.key ? std::optional<std::string>(*r.key) : std::nullopt,
                r.value ? std::optional<std::string>(*r.value) : std::nullopt,
@@ -84,7 +84,7 @@ class RecordingSink : public Pipeline::Sink {
       p.headers.emplace_back(std::string(h.name), std::string(h.value.value_or("")));
     }
     records.push_back(std::move(p));
-    return {kafka::ProduceStatus::kQueued, {}, false};
+    return {sink::ProduceStatus::kQueued, {}, false};
   }
   bool stopped() const override { return false; }
 
@@ -113,7 +113,7 @@ class MessagesTest : public ::testing::Test {
   Step step(const std::vector<std::byte>& frame) { return pipeline().on_frame(frame); }
 
   void ack(const Produced& p) {
-    kafka::Delivery d;
+    sink::Delivery d;
     d.opaque = p.opaque;
     d.bytes = p.bytes;
     d.ok = true;
@@ -341,10 +341,10 @@ TEST_F(MessagesTest, UnderExactlyOnceAMessageTheBrokerRefusedTwiceStopsTheRelayU
     ASSERT_EQ(sink_.records.size(), static_cast<std::size_t>(refusal + 1));
     // The broker refuses the message's record (its batch): the Kafka transaction aborts.
     const std::string id = sink_.records.back().header("id");
-    kafka::Delivery refused;
+    sink::Delivery refused;
     refused.opaque = sink_.records.back().opaque;
     refused.ok = false;
-    refused.kind = kafka::ErrorKind::kBatch;
+    refused.kind = sink::ErrorKind::kBatch;
     refused.error_name = "INVALID_RECORD";
     refused.error = "INVALID_RECORD: refused";
     refused.id_header = id;

@@ -52,7 +52,7 @@ struct Produced {
 
 class Sink : public Pipeline::Sink {
  public:
-  kafka::ProduceResult produce(const kafka::Record& r, std::uint64_t opaque,
+  sink::ProduceResult produce(const sink::Record& r, std::uint64_t opaque,
                                Pipeline::Route) override {
     Produced p{std::string(r.topic),
                r.value ? std::optional<std::string>(*r.value) : std::nullopt,
@@ -65,7 +65,7 @@ class Sink : public Pipeline::Sink {
                              h.value ? std::optional<std::string>(*h.value) : std::nullopt);
     }
     records.push_back(std::move(p));
-    return {kafka::ProduceStatus::kQueued, {}, false};
+    return {sink::ProduceStatus::kQueued, {}, false};
   }
   bool stopped() const override { return false; }
   std::vector<Produced> records;
@@ -149,10 +149,10 @@ TEST_F(PipelineShapes, DeadLetterRecordsKeepTheHeaderPlacements) {
   // Refused by the broker: the delivery report's other headers go to the dead-letter record.
   ASSERT_EQ(step(insert("e3", "b", "\\x03", "gamma", "0", std::nullopt)), Pipeline::Step::kDone);
   ASSERT_EQ(sink_.records.size(), 3u);
-  kafka::Delivery d;
+  sink::Delivery d;
   d.opaque = sink_.records[2].opaque;
   d.ok = false;
-  d.kind = kafka::ErrorKind::kRecord;
+  d.kind = sink::ErrorKind::kRecord;
   d.error_name = "UNKNOWN_PARTITION";
   d.error = "UNKNOWN_PARTITION: no such partition";
   d.topic = "outbox.event.order";

@@ -56,15 +56,15 @@ struct Produced {
 
 class RecordingSink : public Pipeline::Sink {
  public:
-  kafka::ProduceResult produce(const kafka::Record& r, std::uint64_t opaque,
+  sink::ProduceResult produce(const sink::Record& r, std::uint64_t opaque,
                                Pipeline::Route route) override {
-    if (queue_full) return {kafka::ProduceStatus::kQueueFull, {}, false};
-    if (gap) return {kafka::ProduceStatus::kFailed, "_FATAL: producer stopped", false};
+    if (queue_full) return {sink::ProduceStatus::kQueueFull, {}, false};
+    if (gap) return {sink::ProduceStatus::kFailed, "_FATAL: producer stopped", false};
     // librdkafka's own check of message.max.bytes (key, value and headers).
     std::size_t size = (r.key ? r.key->size() : 0) + (r.value ? r.value->size() : 0);
     for (const auto& h : r.headers) size += h.name.size() + (h.value ? h.value->size() : 0);
     if (size > max_bytes) {
-      return {kafka::ProduceStatus::kFailed, "MSG_SIZE_TOO_LARGE: Message size too large", true};
+      return {sink::ProduceStatus::kFailed, "MSG_SIZE_TOO_LARGE: Message size too large", true};
     }
     Produced p{std::string(r.topic),
                r.key ? std::optional<std::string>(*r.key) : std::nullopt,
@@ -79,7 +79,7 @@ class RecordingSink : public Pipeline::Sink {
       p.headers.emplace_back(std::string(h.name), std::string(h.value.value_or("")));
     }
     records.push_back(p);
-    return {kafka::ProduceStatus::kQueued, {}, false};
+    return {sink::ProduceStatus::kQueued, {}, false};
   }
   bool stopped() const override { return gap; }
 
@@ -112,8 +112,8 @@ class PipelineTest : public ::testing::Test {
 
   // The delivery report of a produced record.
   void report(Produced p, bool ok, std::string_view error_name = "INVALID_RECORD",
-              kafka::ErrorKind kind = kafka::ErrorKind::kNone) {
-    kafka::Delivery d;
+              sink::ErrorKind kind = sink::ErrorKind::kNone) {
+    sink::Delivery d;
     d.opaque = p.opaque;
     d.bytes = p.bytes;
     d.ok = ok;
@@ -335,7 +335,7 @@ TEST_F(PipelineTest, BrokerRefusalUnderDlqDeadLettersAndParks) {
   ASSERT_EQ(step(begin(0x1000)), Step::kDone);
   ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
   ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
-  report(sink_.records[0], false, "TOPIC_EXCEPTION", kafka::ErrorKind::kRecord);
+  report(sink_.records[0], false, "TOPIC_EXCEPTION", sink::ErrorKind::kRecord);
   ASSERT_EQ(sink_.records.size(), 2u);
   EXPECT_EQ(sink_.records[1].topic, "dlq");
   EXPECT_EQ(p.confirmable(), Lsn{0}) << "handled only once the dead-letter record is acknowledged";
@@ -354,7 +354,7 @@ TEST_F(PipelineTest, BrokerRefusalUnderDlqDeadLettersAndParks) {
 class BrokerRefusedDeadLetterTest : public PipelineTest {
  protected:
   void refuse_as_too_large(const Produced& r) {
-    kafka::Delivery d;
+    sink::Delivery d;
     d.opaque = r.opaque;
     d.bytes = r.bytes;
     d.ok = false;
@@ -518,11 +518,11 @@ TEST_F(PipelineTest, TransientFailuresOfAStoppedSinkAreSentAgainBatched) {
   const std::vector<Produced> first(sink_.records);
   sink_.gap = true;
   for (const Produced& r : first) {
-    kafka::Delivery d;
+    sink::Delivery d;
     d.opaque = r.opaque;
     d.bytes = r.bytes;
     d.ok = false;
-    d.kind = kafka::ErrorKind::kTransient;
+    d.kind = sink::ErrorKind::kTransient;
     d.error_name = "CONNECTION_LOST";
     d.error = "NATS connection lost";
     d.topic = r.topic;
@@ -561,10 +561,10 @@ TEST_P(TimedOutDeliveryTest, RewindsAndSendsAgainBatched) {
   ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
   ASSERT_EQ(sink_.records.size(), 2u);
   const std::vector<Produced> first(sink_.records);
-  report(first[0], false, "_MSG_TIMED_OUT", kafka::ErrorKind::kTransient);
+  report(first[0], false, "_MSG_TIMED_OUT", sink::ErrorKind::kTransient);
   EXPECT_TRUE(p.rewinding());
   EXPECT_FALSE(p.fatal().has_value());
-  report(first[1], false, "_MSG_TIMED_OUT", kafka::ErrorKind::kTransient);
+  report(first[1], false, "_MSG_TIMED_OUT", sink::ErrorKind::kTransient);
   EXPECT_FALSE(p.fatal().has_value());
   EXPECT_EQ(metrics_.dlq_events, 0u);
   EXPECT_EQ(sink_.records.size(), 2u) << "nothing dead-lettered";
@@ -805,7 +805,7 @@ TEST_F(PipelineTest, ExactlyOnceARecordRefusedTwiceIsDeadLetteredAndParksItsAggr
   config_.delivery = DeliveryMode::kExactlyOnce;
   Pipeline& p = pipeline();
   const auto refuse = [&](const Produced& r) {
-    report(r, false, "INVALID_RECORD", kafka::ErrorKind::kBatch);
+    report(r, false, "INVALID_RECORD", sink::ErrorKind::kBatch);
     ASSERT_TRUE(p.rewinding()) << "a refused record aborts its Kafka transaction";
     p.rewound();
     p.on_disconnect();

@@ -16,6 +16,7 @@
 #include "outbox/app/reconcile_options.hpp"
 #include "outbox/lifecycle/options.hpp"
 #include "outbox/relay/relay.hpp"
+#include "outbox/sinks/sinks.hpp"
 
 namespace outbox::app {
 
@@ -43,6 +44,8 @@ inline constexpr const char* kDefaultMetricsAddr = "127.0.0.1:9187";
 // Flags of `outbox-relay [run]`.
 struct Options {
   relay::RelayConfig relay;
+  // The broker's settings (Kafka's producer, or NATS JetStream's with --nats).
+  sinks::SinkConfig sinks;
   std::string log_level = "info";
   LogFormat log_format = LogFormat::kText;
   // nullopt: --metrics-addr off.
@@ -57,7 +60,7 @@ struct Options {
   // pgoutput messages one count reads at most (beyond: a lower bound; the oldest stays exact).
   std::uint64_t backlog_scan_limit = 10'000;
   // Properties read from --kafka-config; parse_options() puts them before -X's in
-  // relay.producer.properties, so that -X overrides them.
+  // sinks.kafka.properties, so that -X overrides them.
   std::vector<std::pair<std::string, std::string>> kafka_config;
   // --unsafe-kafka-config: properties that run a command or load code are accepted.
   bool unsafe_kafka_config = false;

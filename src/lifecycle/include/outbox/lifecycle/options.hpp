@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "outbox/mapping/mapper.hpp"
-#include "outbox/relay/progress_reader.hpp"
+#include "outbox/sinks/progress_reader.hpp"
 
 namespace outbox::lifecycle {
 
 // Where a command reads the relay's progress record (prune, status): --brokers or --nats, with
 // the relay's --checkpoint-topic or --nats-progress-bucket and its Kafka or NATS settings.
 struct ProgressRecordFlags {
-  relay::ProgressLocation where;
+  sinks::ProgressLocation where;
   std::vector<std::pair<std::string, std::string>> kafka_config;  // from --kafka-config
   bool unsafe_kafka_config = false;   // --unsafe-kafka-config (see flags::check_kafka_properties)
   std::vector<std::string> warnings;  // printed on stderr before the command runs

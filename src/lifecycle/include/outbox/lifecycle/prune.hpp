@@ -10,7 +10,7 @@
 
 #include "outbox/lifecycle/options.hpp"
 #include "outbox/pgoutput/lsn.hpp"
-#include "outbox/relay/progress_reader.hpp"
+#include "outbox/sinks/progress_reader.hpp"
 
 namespace outbox::lifecycle {
 
@@ -29,7 +29,7 @@ std::string prune_refusal(const std::string& slot_name, const PruneSlotView& slo
 // have been delivered, and their rows are the only copy left). Pure, for tests.
 std::string progress_refusal(const std::string& slot_name,
                              const std::optional<pgoutput::Lsn>& slot_confirmed,
-                             const relay::StoredProgress& record, const std::string& where);
+                             const sinks::StoredProgress& record, const std::string& where);
 
 // Why the time column cannot measure the retention ("" when it can): missing, or not a
 // timestamp/date type. `type` is format_type's text, nullopt when the table has no such column.

@@ -15,7 +15,7 @@
 #include "outbox/lifecycle/failover.hpp"
 #include "outbox/lifecycle/options.hpp"
 #include "outbox/pg/admin.hpp"
-#include "outbox/relay/progress_reader.hpp"
+#include "outbox/sinks/progress_reader.hpp"
 
 namespace outbox::lifecycle {
 
@@ -25,7 +25,7 @@ int run_status(const StatusOptions& options, std::ostream& out, std::ostream& er
 // The relay's progress record beside the slot (status --brokers or --nats).
 struct ProgressView {
   std::string where;  // "topic T" or "JetStream key-value bucket B"
-  relay::StoredProgress record;
+  sinks::StoredProgress record;
 };
 
 // What `status` prints, from an inspected slot (nullopt: missing). Pure, for tests.

@@ -10,29 +10,29 @@
 #include <span>
 #include <vector>
 
-#include "outbox/kafka/producer.hpp"
 #include "outbox/mapping/mapper.hpp"
+#include "outbox/sink/record.hpp"
 
 namespace outbox::relay {
 
 struct EventRecord {
-  kafka::Record record;
+  sink::Record record;
   // The mapper's placements: the headers after id and type.
-  std::span<const kafka::Header> placed;
+  std::span<const sink::Header> placed;
 };
 
 // `headers` is the caller's buffer, reused from one event to the next (no allocation once it has
 // grown); the record points into it and into `ev`.
 inline EventRecord event_record(const mapping::Event& ev, std::int64_t commit_time_ms,
-                                std::vector<kafka::Header>& headers) {
+                                std::vector<sink::Header>& headers) {
   headers.clear();
   headers.push_back({"id", ev.id});
   if (ev.type) headers.push_back({"type", *ev.type});
   const std::size_t first_placed = headers.size();
   for (const mapping::ExtraHeader& h : ev.headers) headers.push_back({h.name, h.value});
-  const std::span<const kafka::Header> all(headers.data(), headers.size());
-  return {kafka::Record{ev.topic, ev.key, ev.value, all, ev.timestamp_ms.value_or(commit_time_ms),
-                        ev.partition.value_or(-1)},
+  const std::span<const sink::Header> all(headers.data(), headers.size());
+  return {sink::Record{ev.topic, ev.key, ev.value, all, ev.timestamp_ms.value_or(commit_time_ms),
+                       ev.partition.value_or(-1)},
           all.subspan(first_placed)};
 }
 

@@ -15,9 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "outbox/kafka/producer.hpp"
 #include "outbox/mapping/mapper.hpp"
-#include "outbox/nats/publisher.hpp"
 #include "outbox/relay/metrics.hpp"
 
 namespace outbox::relay {
@@ -41,7 +39,8 @@ enum class OnError {
   kDlq,   // publish it to the dead-letter topic with the error; handled once that is acknowledged
 };
 
-// --delivery: at-least-once (the default), or exactly-once through Kafka transactions.
+// --delivery: at-least-once (the default), or exactly-once through the broker's transactions
+// (Kafka's).
 enum class DeliveryMode { kAtLeastOnce, kExactlyOnce };
 
 struct RelayConfig {
@@ -58,7 +57,6 @@ struct RelayConfig {
   // slot_gaps_repaired) and moves the record to the slot; a loss found later is not covered.
   std::string gap_repaired;
   mapping::MapperConfig mapper;
-  kafka::ProducerConfig producer;
   std::chrono::milliseconds status_interval{10'000};
   // While the stream is busy, the longest pause of the reader after draining what libpq
   // buffered, before it reads the socket again (0: read as soon as it is readable). The pause
@@ -79,27 +77,27 @@ struct RelayConfig {
   // is poison. librdkafka keeps state for every topic produced to until the process ends
   // (docs/security.md, bounds).
   std::size_t max_topics = 10'000;
+  // max_topics applies: set by the Relay from its SinkFactory::bounds_topics() (Kafka: yes).
+  bool bound_topics = true;
   // Exactly-once: each Kafka transaction carries whole PostgreSQL transactions and, in the same
   // transaction, the end position of the last one as a record of checkpoint_topic (compacted;
   // key: system identifier/slot). The slot is confirmed only after the Kafka commit. The
-  // transactional.id is producer.transactional_id, "outbox-relay." + slot when empty.
+  // transactional.id is the sink's (src/sinks), "outbox-relay." + slot when not given.
   DeliveryMode delivery = DeliveryMode::kAtLeastOnce;
+  // The progress record's topic with Kafka (--checkpoint-topic); no event may render it.
   std::string checkpoint_topic = "outbox-relay.checkpoints";
   // Longest time a Kafka transaction stays open while events flow; an idle stream commits at once.
   std::chrono::milliseconds transaction_interval{100};
-  // NATS JetStream (--nats): urls non-empty means publish there instead of Kafka (`producer` then
-  // unused). The subject is the rendered topic template.
-  nats::PublisherConfig nats;
-  // With --nats: the JetStream key-value bucket of the relay's progress records (made when
-  // missing; what checkpoint_topic is with Kafka).
-  std::string nats_progress_bucket = "outbox-relay-progress";
 };
+
+class SinkFactory;
 
 class Relay {
  public:
-  // Throws kafka::ConfigError for a bad producer property, std::invalid_argument for a bad topic
-  // template.
-  Relay(boost::asio::io_context& io, RelayConfig config);
+  // `sinks` makes the broker's parts (sink_factory.hpp) here: whatever it throws for a bad
+  // setting (the broker's ConfigError) comes out of the constructor; std::invalid_argument for
+  // a bad topic template; std::logic_error for exactly-once with a broker without transactions.
+  Relay(boost::asio::io_context& io, RelayConfig config, std::unique_ptr<SinkFactory> sinks);
   ~Relay();
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;

@@ -2,7 +2,7 @@
 // (idempotent, stopping at the first refused batch: enable.gapless.guarantee), the send-alone
 // producer for the records of a refused batch (made on first use), and with exactly-once the
 // spare transactional producer the current one takes turns with. A rewind makes them anew.
-// Private to the relay; not thread-safe: the io_context's thread only.
+// Private to the sinks; not thread-safe: the io_context's thread only.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -15,20 +15,21 @@
 #include <string>
 
 #include "outbox/kafka/producer.hpp"
+#include "outbox/relay/record_sink.hpp"
 #include "outbox/relay/relay.hpp"
-#include "record_sink.hpp"
 
-namespace outbox::relay {
+namespace outbox::sinks {
 
-class KafkaProducers : public RecordSink {
+class KafkaProducers : public relay::RecordSink {
  public:
   // Exactly-once: the spare producer's transactional.id is the current one's with this. No slot
   // name has a '#', so a derived id of one slot never equals the spare of another.
   static constexpr const char* kSpareSuffix = "#2";
 
-  // Throws kafka::ConfigError for a bad property (before anything runs).
-  KafkaProducers(boost::asio::any_io_executor executor, const RelayConfig& config,
-                 std::string transactional_id, Handlers handlers);
+  // Throws kafka::ConfigError for a bad property (before anything runs). A refusal of the
+  // credentials reaches handlers.refused as "Kafka broker " + librdkafka's words.
+  KafkaProducers(boost::asio::any_io_executor executor, kafka::ProducerConfig producer,
+                 relay::DeliveryMode delivery, std::string transactional_id, Handlers handlers);
 
   // Queues a record on the current producer, or alone on the send-alone producer (at-least-once;
   // exactly-once sends every record in the transaction).
@@ -56,6 +57,7 @@ class KafkaProducers : public RecordSink {
   // No producers (the relay ends).
   void reset() override;
   std::string refusal_advice() const override;
+  std::string client() const override { return "Kafka producer"; }
   // At-least-once: -X message.timeout.ms, which the relay keeps for itself (librdkafka gets 0).
   std::optional<std::chrono::milliseconds> delivery_timeout() const override {
     return delivery_timeout_;
@@ -65,7 +67,8 @@ class KafkaProducers : public RecordSink {
   std::unique_ptr<kafka::Producer> make(const std::string& suffix);
 
   boost::asio::any_io_executor executor_;
-  const RelayConfig& config_;
+  kafka::ProducerConfig producer_;
+  relay::DeliveryMode delivery_;
   std::string transactional_id_;
   Handlers handlers_;
   std::optional<std::chrono::milliseconds> delivery_timeout_;
@@ -77,4 +80,4 @@ class KafkaProducers : public RecordSink {
   std::unique_ptr<kafka::Producer> progress_;  // made on first use
 };
 
-}  // namespace outbox::relay
+}  // namespace outbox::sinks

@@ -2,14 +2,23 @@
 
 #include <charconv>
 
-namespace outbox::relay {
+namespace outbox::sinks {
+using relay::DeliveryMode;
 
-KafkaProducers::KafkaProducers(boost::asio::any_io_executor executor, const RelayConfig& config,
+KafkaProducers::KafkaProducers(boost::asio::any_io_executor executor,
+                               kafka::ProducerConfig producer, DeliveryMode delivery,
                                std::string transactional_id, Handlers handlers)
     : executor_(executor),
-      config_(config),
+      producer_(std::move(producer)),
+      delivery_(delivery),
       transactional_id_(std::move(transactional_id)),
       handlers_(std::move(handlers)) {
+  // Every refusal names the broker (the relay's messages are broker-neutral).
+  if (handlers_.refused) {
+    handlers_.refused = [refused = std::move(handlers_.refused)](const std::string& what) {
+      refused("Kafka broker " + what);
+    };
+  }
   renew();
 }
 
@@ -21,15 +30,15 @@ KafkaProducers::KafkaProducers(boost::asio::any_io_executor executor, const Rela
 // coordinator while it still wrote the last commit's markers: CONCURRENT_TRANSACTIONS, and
 // librdkafka retries after a fixed 20 ms. The other producer's id has no transaction completing.
 std::unique_ptr<kafka::Producer> KafkaProducers::make(const std::string& suffix) {
-  kafka::ProducerConfig c = config_.producer;
-  if (config_.delivery == DeliveryMode::kExactlyOnce) {
+  kafka::ProducerConfig c = producer_;
+  if (delivery_ == DeliveryMode::kExactlyOnce) {
     // A failed record makes the Kafka transaction abortable: nothing of it becomes visible.
     c.transactional_id = transactional_id_ + suffix;
   } else {
     c.properties.emplace_back("enable.gapless.guarantee", "true");
     // librdkafka's message.timeout.ms fails the oldest queued records of a partition while later
     // ones still go; the relay keeps the deadline (delivery_timeout()) and halts everything.
-    for (const auto& [key, value] : config_.producer.properties) {
+    for (const auto& [key, value] : producer_.properties) {
       if (key != "message.timeout.ms") continue;
       long long ms = 0;
       const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
@@ -50,8 +59,7 @@ kafka::Producer& KafkaProducers::progress() {
   if (progress_ && progress_->stopped()) reaper_.retire(std::move(progress_));
   if (!progress_) {
     progress_ = std::make_unique<kafka::Producer>(
-        executor_, config_.producer, handlers_.delivery, [](const std::string&) {},
-        handlers_.refused);
+        executor_, producer_, handlers_.delivery, [](const std::string&) {}, handlers_.refused);
   }
   return *progress_;
 }
@@ -68,7 +76,7 @@ void KafkaProducers::renew() {
   reaper_.retire(std::move(current_));
   reaper_.retire(std::move(spare_));
   current_ = make("");
-  if (config_.delivery == DeliveryMode::kExactlyOnce) spare_ = make(kSpareSuffix);
+  if (delivery_ == DeliveryMode::kExactlyOnce) spare_ = make(kSpareSuffix);
 }
 
 void KafkaProducers::reset() {
@@ -80,14 +88,14 @@ void KafkaProducers::reset() {
 
 kafka::ProduceResult KafkaProducers::produce(const kafka::Record& record, std::uint64_t opaque,
                                              bool alone) {
-  if (!alone || config_.delivery == DeliveryMode::kExactlyOnce) {
+  if (!alone || delivery_ == DeliveryMode::kExactlyOnce) {
     return current_->produce(record, opaque);
   }
   if (!alone_) {
     // For the records of a refused batch: one record a batch, sent when nothing else is in
     // flight, and nothing produced after it until its report, so that the bad one is told from
     // its neighbours and no later record passes either.
-    kafka::ProducerConfig single = config_.producer;
+    kafka::ProducerConfig single = producer_;
     single.properties.emplace_back("batch.num.messages", "1");
     single.properties.emplace_back("linger.ms", "0");
     alone_ = std::make_unique<kafka::Producer>(executor_, single, handlers_.delivery,
@@ -110,4 +118,4 @@ std::string KafkaProducers::refusal_advice() const {
          "broker's";
 }
 
-}  // namespace outbox::relay
+}  // namespace outbox::sinks

@@ -1,8 +1,9 @@
-// The broker behind the relay, one small interface for Kafka (KafkaProducers) and NATS
-// JetStream (NatsPublishers): records in, delivery reports out through the handlers, a stop
+// The broker behind the relay, one small interface that every sink implements (src/sinks:
+// Kafka's KafkaProducers, NATS JetStream's NatsPublishers), made by the SinkFactory the relay is
+// given (sink_factory.hpp): records in, delivery reports out through the handlers, a stop
 // (refused batch, lost connection) that the relay answers with a rewind and renew(). The relay
 // loop and the Pipeline speak only this and the sink vocabulary (outbox/sink/record.hpp).
-// Private to the relay; not thread-safe: the io_context's thread only.
+// Not thread-safe: the io_context's thread only.
 #pragma once
 
 #include <chrono>
@@ -22,7 +23,8 @@ class RecordSink {
     std::function<void(const sink::Delivery&)> delivery;  // every report, on the io thread
     // The sink stopped (a refused batch, a lost sequence or connection): the relay rewinds.
     std::function<void(const std::string&)> fatal;
-    std::function<void(const std::string&)> refused;  // credentials or certificate refused
+    // Credentials or certificate refused: one line naming the broker ("Kafka broker ...").
+    std::function<void(const std::string&)> refused;
   };
 
   virtual ~RecordSink() = default;
@@ -47,6 +49,8 @@ class RecordSink {
   virtual std::optional<std::chrono::milliseconds> delivery_timeout() const { return {}; }
   // What to check when the broker refuses the relay's credentials or certificate.
   virtual std::string refusal_advice() const = 0;
+  // The client, for messages: "Kafka producer", "NATS publisher".
+  virtual std::string client() const = 0;
 };
 
 }  // namespace outbox::relay

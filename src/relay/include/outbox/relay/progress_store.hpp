@@ -1,30 +1,25 @@
-// Where the relay's progress record lives (progress_record.hpp): the compacted checkpoint topic
-// with Kafka, a key-value bucket with JetStream. Read before a slot is compared or made, written
-// as the slot is confirmed. Every call that may wait on the network runs off the io thread; a
-// write's outcome comes back on it. Private to the relay; not thread-safe: the io thread only.
+// Where the relay's progress record lives (progress_record.hpp), as the relay sees it: a sink's
+// store (src/sinks: the compacted checkpoint topic with Kafka, a key-value bucket with
+// JetStream), made with the sink by the SinkFactory (sink_factory.hpp). Read before a slot is
+// compared or made, written as the slot is confirmed. Every call that may wait on the network
+// runs off the io thread; a write's outcome comes back on it. Not thread-safe: the io thread
+// only.
 #pragma once
 
 // clang-format off
 // Boost 1.74's Asio headers use std::exchange without including <utility>: it must come first.
 #include <utility>
 // clang-format on
-#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <string>
 
-#include "kafka_producers.hpp"
-#include "outbox/relay/relay.hpp"
+#include "outbox/relay/progress_record.hpp"
 #include "outbox/sink/record.hpp"
-#include "progress_record.hpp"
 
 namespace outbox::relay {
-
-// Marks the opaque of a Kafka progress record (its sequence number in the low bits).
-inline constexpr std::uint64_t kProgressTag = 1ULL << 60;
 
 class ProgressStore {
  public:
@@ -45,16 +40,5 @@ class ProgressStore {
   // "topic T" or "JetStream key-value bucket B", for messages.
   virtual std::string where() const = 0;
 };
-
-// Kafka: records of the checkpoint topic through KafkaProducers::progress(), read with a
-// consumer of their own on a worker thread.
-std::unique_ptr<ProgressStore> kafka_progress_store(KafkaProducers& producers,
-                                                    const RelayConfig& config,
-                                                    ProgressStore::Written written);
-
-// JetStream: nats::ProgressBucket on a worker thread.
-std::unique_ptr<ProgressStore> nats_progress_store(boost::asio::any_io_executor io,
-                                                   const RelayConfig& config,
-                                                   ProgressStore::Written written);
 
 }  // namespace outbox::relay

@@ -1,4 +1,4 @@
-// KafkaProducers, the relay's Kafka sink, against librdkafka's mock cluster hosted in this process:
+// KafkaProducers, the Kafka sink, against librdkafka's mock cluster hosted in this process:
 // records produced are reported through the handlers, a refused batch stops the producer and a
 // record sent alone still goes, queued() counts what is in flight, renew() starts over without
 // the old producers' reports, and with exactly-once two transactional producers take turns.
@@ -14,8 +14,10 @@
 #include "outbox_test/mock_kafka.hpp"
 #include "successor.hpp"
 
-namespace outbox::relay {
+namespace outbox::sinks {
 namespace {
+
+using relay::RecordSink;
 
 using namespace std::chrono_literals;
 using outbox_test::MockKafka;
@@ -45,13 +47,13 @@ class KafkaProducersTest : public ::testing::Test {
     rd_kafka_mock_coordinator_set(
         mock_.get(), "transaction",
         (std::string(kTransactionalId) + KafkaProducers::kSpareSuffix).c_str(), 2);
-    config_.producer.brokers = mock_.bootstraps();
+    producer_.brokers = mock_.bootstraps();
   }
 
   KafkaProducers& producers() {
     if (!producers_) {
       producers_ = std::make_unique<KafkaProducers>(
-          io_.get_executor(), config_, kTransactionalId,
+          io_.get_executor(), producer_, delivery_, kTransactionalId,
           RecordSink::Handlers{
               [this](const sink::Delivery& d) {
                 reports_.push_back({d.opaque, d.ok, d.kind, std::string(d.error_name), d.offset});
@@ -80,7 +82,8 @@ class KafkaProducersTest : public ::testing::Test {
 
   MockKafka mock_;
   boost::asio::io_context io_;
-  RelayConfig config_;
+  kafka::ProducerConfig producer_;
+  relay::DeliveryMode delivery_ = relay::DeliveryMode::kAtLeastOnce;
   std::vector<Report> reports_;
   std::vector<std::string> fatal_;
   std::vector<std::string> refused_;
@@ -198,7 +201,7 @@ TEST_F(KafkaProducersTest, RenewGivesNewProducersAndDropsTheOldOnesReports) {
 // transaction each; their transactional.ids differ (the spare's ends in kSpareSuffix), so a
 // fence of one (a successor of its transactional.id) leaves the other as it was.
 TEST_F(KafkaProducersTest, ExactlyOnceProducersTakeTurnsWithDistinctTransactionalIds) {
-  config_.delivery = DeliveryMode::kExactlyOnce;
+  delivery_ = relay::DeliveryMode::kExactlyOnce;
   kafka::Producer* first = &producers().current();
   kafka::Producer* second = &producers().spare();
   ASSERT_NE(first, second);
@@ -226,8 +229,7 @@ TEST_F(KafkaProducersTest, ExactlyOnceProducersTakeTurnsWithDistinctTransactiona
   // answers the old producer's next transaction request as a real one does, PRODUCER_FENCED
   // (librdkafka 2.0's mock gives each InitProducerId a producer id of its own and fences nobody).
   std::unique_ptr<kafka::Producer> successor;
-  ASSERT_NO_FATAL_FAILURE(
-      test::initialise_successor(io_, config_.producer, kTransactionalId, successor));
+  ASSERT_NO_FATAL_FAILURE(test::initialise_successor(io_, producer_, kTransactionalId, successor));
   rd_kafka_mock_broker_push_request_error_rtts(mock_.get(), 1,
                                                outbox_test::kAddPartitionsToTxnApiKey, 1,
                                                RD_KAFKA_RESP_ERR_PRODUCER_FENCED, 0);
@@ -242,4 +244,4 @@ TEST_F(KafkaProducersTest, ExactlyOnceProducersTakeTurnsWithDistinctTransactiona
 }
 
 }  // namespace
-}  // namespace outbox::relay
+}  // namespace outbox::sinks

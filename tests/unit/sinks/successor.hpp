@@ -11,7 +11,7 @@
 #include "outbox/kafka/producer.hpp"
 #include "outbox_test/asio_run.hpp"
 
-namespace outbox::relay::test {
+namespace outbox::sinks::test {
 
 // Use with ASSERT_NO_FATAL_FAILURE; `out` holds the successor while it lives.
 inline void initialise_successor(boost::asio::io_context& io, kafka::ProducerConfig config,
@@ -24,4 +24,4 @@ inline void initialise_successor(boost::asio::io_context& io, kafka::ProducerCon
   ASSERT_TRUE(r.has_value() && r->ok()) << (r ? r->error : "init_transactions did not end");
 }
 
-}  // namespace outbox::relay::test
+}  // namespace outbox::sinks::test

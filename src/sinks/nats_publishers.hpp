@@ -6,7 +6,7 @@
 // first, a publisher connects and is closed on a thread of its own (a server that accepts TCP and
 // does not answer held the io thread for the connect timeout, /healthz and the walsender's
 // keepalives with it: 2.5 s measured in NatsRelay.ServerFrozenThenThawed).
-// Private to the relay; not thread-safe: the io_context's thread only.
+// Private to the sinks; not thread-safe: the io_context's thread only.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -17,15 +17,14 @@
 #include <string>
 
 #include "outbox/nats/publisher.hpp"
-#include "outbox/relay/relay.hpp"
-#include "record_sink.hpp"
+#include "outbox/relay/record_sink.hpp"
 
-namespace outbox::relay {
+namespace outbox::sinks {
 
-class NatsPublishers : public RecordSink {
+class NatsPublishers : public relay::RecordSink {
  public:
   // Throws nats::ConfigError for a bad URL or an unreadable credentials, NKey or TLS file.
-  NatsPublishers(boost::asio::any_io_executor executor, const RelayConfig& config,
+  NatsPublishers(boost::asio::any_io_executor executor, nats::PublisherConfig config,
                  Handlers handlers);
   // Waits for the publishers handed to the worker (connecting or closing).
   ~NatsPublishers() override;
@@ -40,12 +39,13 @@ class NatsPublishers : public RecordSink {
   void renew() override;
   void reset() override;
   std::string refusal_advice() const override;
+  std::string client() const override { return "NATS publisher"; }
 
  private:
   void make(bool connect_here);
 
   boost::asio::any_io_executor executor_;
-  const RelayConfig& config_;
+  nats::PublisherConfig config_;
   Handlers handlers_;
   // Connects and closes publishers off the io thread; joined in the destructor (declared
   // before the publisher, destroyed after it).
@@ -59,4 +59,4 @@ class NatsPublishers : public RecordSink {
   bool current_connected_ = false;
 };
 
-}  // namespace outbox::relay
+}  // namespace outbox::sinks

@@ -1,5 +1,5 @@
 // KafkaTransactions::prepare() while the broker is away: it waits, says so
-// (Host::waiting_for_kafka) and tries again with backoff, on the io thread's terms: a timer on
+// (Host::waiting_for_broker) and tries again with backoff, on the io thread's terms: a timer on
 // the same io_context keeps firing throughout (the relay goes on answering PostgreSQL). Each try
 // waits up to KafkaTransactions::kTxnTimeout (30 s) for the coordinator: label fault, not unit.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include "kafka_transactions.hpp"
 #include "transactions_host.hpp"
 
-namespace outbox::relay::test {
+namespace outbox::sinks::test {
 namespace {
 
 using outbox_test::spawn;
@@ -48,4 +48,4 @@ TEST_F(TransactionsTest, PrepareWaitsForABrokerThatIsAwayWithoutBlockingTheIoThr
 }
 
 }  // namespace
-}  // namespace outbox::relay::test
+}  // namespace outbox::sinks::test

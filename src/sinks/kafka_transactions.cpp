@@ -4,21 +4,30 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <string_view>
 
+#include "kafka_progress.hpp"
 #include "outbox/common/log_text.hpp"
 #include "outbox/kafka/consumer.hpp"
 
-namespace outbox::relay {
+namespace outbox::sinks {
 namespace asio = boost::asio;
 using asio::awaitable;
 using asio::use_awaitable;
 using common::quoted;
 using pgoutput::Lsn;
+using relay::BrokerUnavailable;
+using relay::FatalError;
+using relay::kExitError;
+using relay::ProgressRead;
+using relay::TxnMachine;
+using relay::TxnPhase;
 
-KafkaTransactions::KafkaTransactions(const RelayConfig& config, Pipeline& pipeline,
-                                     KafkaProducers* producers, Metrics& metrics,
+KafkaTransactions::KafkaTransactions(const relay::RelayConfig& config,
+                                     kafka::ProducerConfig producer, relay::Pipeline& pipeline,
+                                     KafkaProducers& producers, relay::Metrics& metrics,
                                      std::shared_ptr<spdlog::logger> log,
                                      std::string transactional_id, Host& host)
     : config_(config),
+      producer_(std::move(producer)),
       pipeline_(pipeline),
       producers_(producers),
       metrics_(metrics),
@@ -39,7 +48,7 @@ void KafkaTransactions::before_record() {
     // The record repeats the last committed checkpoint; the commit's own record, later in the
     // partition, supersedes it. A failure makes the transaction abortable; a full queue only
     // loses the head start.
-    const kafka::ProduceResult pr = producers_->current().produce(
+    const kafka::ProduceResult pr = producers_.current().produce(
         checkpoint_record(host_.checkpoint_key(), checkpoint_value(pipeline_.kafka_committed())),
         kCheckpointOpaque);
     if (pr.status == kafka::ProduceStatus::kFailed) checkpoint_error_ = pr.error;
@@ -47,8 +56,37 @@ void KafkaTransactions::before_record() {
   ++records_;
 }
 
-void KafkaTransactions::on_checkpoint_delivery(const kafka::Delivery& d) {
+bool KafkaTransactions::take(const sink::Delivery& d) {
+  if (d.opaque != kCheckpointOpaque) return false;
   if (!d.ok) checkpoint_error_ = d.error;
+  return true;
+}
+
+// A newer producer of the transactional.id (a relay that took the slot over) fenced this one.
+// Or the transaction coordinator did: it aborts a transaction open longer than
+// transaction.timeout.ms (a broker away that long) and bumps the producer's epoch, which
+// fences the producer too. Only a relay holding the slot initialises the transactional.id,
+// and the slot is this relay's while its replication connection lives: then the coordinator
+// ended the transaction, and the relay resumes at the last commit with new producers, as
+// after any abort. A connection the server closed (the slot taken over) stops the relay.
+void KafkaTransactions::on_fenced(const std::string& error) {
+  if (host_.holds_slot()) {
+    log_->warn(
+        "event=kafka_transaction_expired slot={} error={}: fenced while the slot is still this "
+        "relay's: the coordinator ended the open transaction (open longer than "
+        "transaction.timeout.ms, e.g. a broker away that long); resuming at the last commit",
+        config_.slot, quoted(error));
+    pipeline_.abort_kafka_transaction("the transaction coordinator ended it: " + error);
+    host_.aborted();
+    return;
+  }
+  mark_fenced();
+  host_.fail({kExitError, "fenced: another producer initialised transactional.id " +
+                              transactional_id_ + " or " + transactional_id_ +
+                              KafkaProducers::kSpareSuffix +
+                              " (a relay that took over this slot); this one stops without "
+                              "committing: " +
+                              error});
 }
 
 // Before streaming: both producers' transactions initialised (which fences an older producer
@@ -64,7 +102,7 @@ awaitable<void> KafkaTransactions::prepare() {
     const std::string error = co_await try_prepare();
     if (error.empty()) co_return;
     const auto delay = host_.backoff(attempt++);
-    host_.waiting_for_kafka("waiting for Kafka: " + error);
+    host_.waiting_for_broker("waiting for Kafka: " + error);
     log_->warn("event=kafka_unavailable slot={} attempt={} in_ms={} reason={}", config_.slot,
                attempt, delay.count(), quoted(error));
     const auto until = Clock::now() + delay;
@@ -80,11 +118,11 @@ awaitable<std::string> KafkaTransactions::try_prepare() {
     // first succeeded goes on with the second. No swap happens before both are ready.
     while (txn_.initialised() < 2) {
       const bool first = txn_.initialised() == 0;
-      kafka::Producer& p = first ? producers_->current() : producers_->spare();
+      kafka::Producer& p = first ? producers_.current() : producers_.spare();
       const std::string id = transactional_id_ + (first ? "" : KafkaProducers::kSpareSuffix);
       const kafka::TxnResult r = co_await p.init_transactions(kTxnTimeout);
       if (r.outcome == kafka::TxnOutcome::kFenced) {
-        host_.fenced(r.error);
+        on_fenced(r.error);
         co_return std::string();
       }
       if (!r.ok()) {
@@ -99,7 +137,7 @@ awaitable<std::string> KafkaTransactions::try_prepare() {
   }
   if (txn_.phase() == TxnPhase::kCheckpoint) {
     if (!txn_.checkpoint_read()) {
-      const std::string error = co_await producers_->current().create_compacted_topic(
+      const std::string error = co_await producers_.current().create_compacted_topic(
           config_.checkpoint_topic, kTxnTimeout);
       if (!error.empty()) co_return error;
       const ProgressRead read = co_await read_checkpoint();
@@ -141,7 +179,7 @@ awaitable<std::string> KafkaTransactions::try_prepare() {
 awaitable<ProgressRead> KafkaTransactions::read_checkpoint() {
   if (!worker_) worker_ = std::make_unique<asio::thread_pool>(1);
   // Named, then moved: GCC 12 destroys temporaries of a coroutine call in a co_await twice.
-  kafka::ConsumerConfig consumer{config_.producer.brokers, config_.producer.properties};
+  kafka::ConsumerConfig consumer{producer_.brokers, producer_.properties};
   std::string topic = config_.checkpoint_topic;
   std::string key = host_.checkpoint_key();
   ProgressRead read = co_await read_progress(*worker_, std::move(consumer), std::move(topic),
@@ -153,8 +191,8 @@ awaitable<ProgressRead> KafkaTransactions::read_checkpoint() {
 }
 
 void KafkaTransactions::begin() {
-  const kafka::TxnResult r = producers_->current().begin_transaction();
-  if (!r.ok()) throw KafkaUnavailable("beginning a Kafka transaction: " + r.error);
+  const kafka::TxnResult r = producers_.current().begin_transaction();
+  if (!r.ok()) throw BrokerUnavailable("beginning a Kafka transaction: " + r.error);
   txn_.to(TxnPhase::kOpen);
   records_ = 0;
   started_ = Clock::now();
@@ -163,9 +201,9 @@ void KafkaTransactions::begin() {
 
 // The checkpoint record, key and value.
 std::string KafkaTransactions::checkpoint_value(Lsn lsn) const {
-  return progress_value(lsn, host_.decoding_on_standby()
-                                 ? std::nullopt
-                                 : std::optional<std::uint32_t>(host_.timeline()));
+  return relay::progress_value(lsn, host_.decoding_on_standby()
+                                        ? std::nullopt
+                                        : std::optional<std::uint32_t>(host_.timeline()));
 }
 
 kafka::Record KafkaTransactions::checkpoint_record(const std::string& key,
@@ -190,7 +228,7 @@ awaitable<void> KafkaTransactions::commit() {
   const kafka::Record rec = checkpoint_record(key, value);
   txn_.to(TxnPhase::kCommitting);
   for (;;) {
-    const kafka::ProduceResult pr = producers_->current().produce(rec, kCheckpointOpaque);
+    const kafka::ProduceResult pr = producers_.current().produce(rec, kCheckpointOpaque);
     if (pr.status == kafka::ProduceStatus::kQueued) break;
     if (pr.status == kafka::ProduceStatus::kFailed) {
       checkpoint_error_ = pr.error;
@@ -199,7 +237,7 @@ awaitable<void> KafkaTransactions::commit() {
     co_await host_.wait_for_change(Clock::now() + std::chrono::milliseconds(100));
     if (host_.leaving()) break;
   }
-  while (!checkpoint_error_ && producers_->current().queued() > 0 && !host_.leaving()) {
+  while (!checkpoint_error_ && producers_.current().queued() > 0 && !host_.leaving()) {
     co_await host_.wait_for_change(Clock::now() + std::chrono::milliseconds(100));
   }
   if (host_.failed()) co_return;
@@ -215,7 +253,7 @@ awaitable<void> KafkaTransactions::commit() {
     // aborted by the coordinator and sent again on the next start: nothing is lost).
     const auto t0 = Clock::now();
     for (int attempt = 1;; ++attempt) {
-      r = co_await producers_->current().commit_transaction(kTxnTimeout);
+      r = co_await producers_.current().commit_transaction(kTxnTimeout);
       if (r.outcome != kafka::TxnOutcome::kRetriable || host_.failed() ||
           (host_.stopping() && Clock::now() >= host_.stop_deadline())) {
         break;
@@ -232,11 +270,11 @@ awaitable<void> KafkaTransactions::commit() {
       ++metrics_.kafka_transactions_committed;
       pipeline_.kafka_committed(through);
       host_.committed();
-      producers_->take_turns();
+      producers_.take_turns();
       begin();
       co_return;
     case kafka::TxnOutcome::kFenced:
-      host_.fenced(r.error);
+      on_fenced(r.error);
       co_return;
     case kafka::TxnOutcome::kAbortable:
     case kafka::TxnOutcome::kRetriable:
@@ -281,9 +319,9 @@ awaitable<void> KafkaTransactions::abort() {
     txn_.to(TxnPhase::kReady);
     co_return;
   }
-  const kafka::TxnResult r = co_await producers_->current().abort_transaction(kTxnTimeout);
+  const kafka::TxnResult r = co_await producers_.current().abort_transaction(kTxnTimeout);
   if (r.outcome == kafka::TxnOutcome::kFenced) {
-    host_.fenced(r.error);
+    on_fenced(r.error);
     co_return;
   }
   if (!r.ok()) {
@@ -293,4 +331,4 @@ awaitable<void> KafkaTransactions::abort() {
   txn_.to(TxnPhase::kReady);
 }
 
-}  // namespace outbox::relay
+}  // namespace outbox::sinks

@@ -1,26 +1,35 @@
-#include "progress_store.hpp"
+#include "progress_stores.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "kafka_progress.hpp"
 #include "outbox/nats/progress_bucket.hpp"
 
-namespace outbox::relay {
+namespace outbox::sinks {
 namespace asio = boost::asio;
 using asio::awaitable;
+using relay::DeliveryMode;
+using relay::ProgressRead;
+using relay::ProgressStore;
+using relay::RelayConfig;
 
 namespace {
 
 class KafkaProgressStore : public ProgressStore {
  public:
-  KafkaProgressStore(KafkaProducers& producers, const RelayConfig& config, Written written)
-      : producers_(producers), config_(config), written_(std::move(written)) {}
+  KafkaProgressStore(KafkaProducers& producers, const RelayConfig& config,
+                     kafka::ProducerConfig producer, Written written)
+      : producers_(producers),
+        config_(config),
+        producer_(std::move(producer)),
+        written_(std::move(written)) {}
 
   awaitable<ProgressRead> read(std::string key, std::chrono::milliseconds timeout) override {
     // Named, then moved: GCC 12 destroys temporaries of a coroutine call in a co_await twice.
-    kafka::ConsumerConfig consumer{config_.producer.brokers, config_.producer.properties};
+    kafka::ConsumerConfig consumer{producer_.brokers, producer_.properties};
     // At-least-once records are not transactional: read_committed would stop at the last stable
     // offset, behind a transaction another relay (exactly-once, sharing the topic) left open
     // when it was killed, and return an older record than the one the slot was confirmed
@@ -57,6 +66,7 @@ class KafkaProgressStore : public ProgressStore {
  private:
   KafkaProducers& producers_;
   const RelayConfig& config_;
+  kafka::ProducerConfig producer_;
   Written written_;
   asio::thread_pool worker_{1};  // the consumer's blocking reads
 };
@@ -72,11 +82,11 @@ awaitable<nats::ProgressBucket::Result> bucket_open(std::shared_ptr<nats::Progre
 
 class NatsProgressStore : public ProgressStore {
  public:
-  NatsProgressStore(asio::any_io_executor io, const RelayConfig& config, Written written)
+  NatsProgressStore(asio::any_io_executor io, const RelayConfig& config,
+                    const nats::PublisherConfig& nats, const std::string& bucket, Written written)
       : io_(std::move(io)),
-        bucket_name_(config.nats_progress_bucket),
-        bucket_(std::make_shared<nats::ProgressBucket>(config.nats, config.nats_progress_bucket,
-                                                       config.connect_timeout)),
+        bucket_name_(bucket),
+        bucket_(std::make_shared<nats::ProgressBucket>(nats, bucket, config.connect_timeout)),
         written_(std::move(written)) {}
 
   ~NatsProgressStore() override {
@@ -128,14 +138,19 @@ class NatsProgressStore : public ProgressStore {
 
 std::unique_ptr<ProgressStore> kafka_progress_store(KafkaProducers& producers,
                                                     const RelayConfig& config,
+                                                    kafka::ProducerConfig producer,
                                                     ProgressStore::Written written) {
-  return std::make_unique<KafkaProgressStore>(producers, config, std::move(written));
+  return std::make_unique<KafkaProgressStore>(producers, config, std::move(producer),
+                                              std::move(written));
 }
 
 std::unique_ptr<ProgressStore> nats_progress_store(asio::any_io_executor io,
                                                    const RelayConfig& config,
+                                                   const nats::PublisherConfig& nats,
+                                                   const std::string& bucket,
                                                    ProgressStore::Written written) {
-  return std::make_unique<NatsProgressStore>(std::move(io), config, std::move(written));
+  return std::make_unique<NatsProgressStore>(std::move(io), config, nats, bucket,
+                                             std::move(written));
 }
 
-}  // namespace outbox::relay
+}  // namespace outbox::sinks

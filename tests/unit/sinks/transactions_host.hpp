@@ -1,4 +1,4 @@
-// A test fixture that lends KafkaTransactions what the relay lends it (KafkaTransactions::Host),
+// A test fixture that lends KafkaTransactions what the relay lends it (relay::Transactions::Host),
 // around a real Pipeline and real KafkaProducers on librdkafka's mock cluster hosted in the test
 // process: records go from the Pipeline through the producers as in the relay (Pipeline::Sink),
 // their reports come back to the Pipeline or to the cycle (the checkpoint record's), and the
@@ -25,13 +25,21 @@
 #include "outbox_test/mock_kafka.hpp"
 #include "wal_frames.hpp"
 
-namespace outbox::relay::test {
+namespace outbox::sinks::test {
 
 using namespace std::chrono_literals;
 using outbox_test::run_until;
+using relay::DeliveryMode;
+using relay::Fatal;
+using relay::Metrics;
+using relay::Pipeline;
+using relay::RecordSink;
+using relay::RelayConfig;
+using relay::TxnPhase;
+namespace wal = relay::wal;
 
 class TransactionsTest : public ::testing::Test,
-                         public KafkaTransactions::Host,
+                         public relay::Transactions::Host,
                          public Pipeline::Sink {
  protected:
   using Lsn = pgoutput::Lsn;
@@ -50,7 +58,7 @@ class TransactionsTest : public ::testing::Test,
     config_.slot = "unit";
     config_.delivery = DeliveryMode::kExactlyOnce;
     config_.checkpoint_topic = kCheckpoints;
-    config_.producer.brokers = mock_.bootstraps();
+    producer_.brokers = mock_.bootstraps();
   }
 
   ~TransactionsTest() override { stop_relay(); }
@@ -59,7 +67,7 @@ class TransactionsTest : public ::testing::Test,
   // history continues) and whose publication check passed long ahead.
   void start_relay() {
     producers_ = std::make_unique<KafkaProducers>(
-        io_.get_executor(), config_, kTransactionalId,
+        io_.get_executor(), producer_, config_.delivery, kTransactionalId,
         RecordSink::Handlers{[this](const sink::Delivery& d) { on_delivery(d); },
                              [this](const std::string& m) { on_fatal(m); },
                              [](const std::string&) {}});
@@ -75,7 +83,7 @@ class TransactionsTest : public ::testing::Test,
     pipeline_->publication_verified(Lsn{~0ULL >> 1});
     pipeline_->resume(true);
     transactions_ = std::make_unique<KafkaTransactions>(
-        config_, *pipeline_, producers_.get(), metrics_,
+        config_, producer_, *pipeline_, *producers_, metrics_,
         std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>()),
         kTransactionalId, *this);
   }
@@ -143,28 +151,31 @@ class TransactionsTest : public ::testing::Test,
   bool stopped() const override { return producers_->stopped(); }
 
   void on_delivery(const sink::Delivery& d) {
-    if (d.opaque == KafkaTransactions::kCheckpointOpaque) {
-      transactions_->on_checkpoint_delivery(d);
-    } else {
-      pipeline_->on_delivery(d);
-    }
+    if (!transactions_->take(d)) pipeline_->on_delivery(d);
     wake_.cancel();
   }
 
   void on_fatal(const std::string& message) {
-    if (producers_->fenced()) {
-      fenced(message);
+    if (transactions_->fenced()) {
+      transactions_->on_fenced(message);
     } else {
       pipeline_->abort_kafka_transaction("Kafka producer fatal error: " + message);
     }
     wake_.cancel();
   }
 
-  // ---- KafkaTransactions::Host ---------------------------------------------------------------
+  // ---- relay::Transactions::Host ------------------------------------------------------------
   bool leaving() const override { return failed_ || pipeline_->rewinding(); }
   bool stopping() const override { return false; }
   Clock::time_point stop_deadline() const override { return Clock::time_point::max(); }
   bool failed() const override { return failed_; }
+  // The relay this fixture plays holds no replication connection: a fence stops it.
+  bool holds_slot() const override { return false; }
+  void fail(Fatal fatal) override {
+    fenced_.push_back(fatal.message);
+    failed_ = true;
+    wake_.cancel();
+  }
   boost::asio::awaitable<void> wait_for_change(Clock::time_point until) override {
     wake_.expires_at(until);
     boost::system::error_code ec;
@@ -178,13 +189,7 @@ class TransactionsTest : public ::testing::Test,
   void ghosts(Lsn from, Lsn, std::uint32_t) override {
     ADD_FAILURE() << "ghosts reported from " << from.to_string() << " on a single timeline";
   }
-  void waiting_for_kafka(const std::string& reason) override { waits_.push_back(reason); }
-  void fenced(const std::string& error) override {
-    fenced_.push_back(error);
-    transactions_->mark_fenced();
-    failed_ = true;
-    wake_.cancel();
-  }
+  void waiting_for_broker(const std::string& reason) override { waits_.push_back(reason); }
   void committed() override { committed_at_.push_back(pipeline_->confirmable()); }
   void aborted() override { ++aborted_; }
 
@@ -192,16 +197,17 @@ class TransactionsTest : public ::testing::Test,
   boost::asio::io_context io_;
   boost::asio::steady_timer wake_;
   RelayConfig config_;
+  kafka::ProducerConfig producer_;
   Metrics metrics_;
   bool failed_ = false;
   std::size_t produced_ = 0;
   std::vector<std::string> waits_;
-  std::vector<std::string> fenced_;
-  std::vector<Lsn> committed_at_;  // the confirmable position at each Host::committed()
+  std::vector<std::string> fenced_;  // Host::fail()'s messages (a fence)
+  std::vector<Lsn> committed_at_;    // the confirmable position at each Host::committed()
   int aborted_ = 0;
   std::unique_ptr<KafkaProducers> producers_;
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<KafkaTransactions> transactions_;
 };
 
-}  // namespace outbox::relay::test
+}  // namespace outbox::sinks::test

@@ -9,7 +9,7 @@
 #include "successor.hpp"
 #include "transactions_host.hpp"
 
-namespace outbox::relay::test {
+namespace outbox::sinks::test {
 namespace {
 
 using outbox_test::run;
@@ -154,11 +154,11 @@ TEST_F(KafkaTransactionsTest, ASuccessorOfTheTransactionalIdFencesIt) {
   ASSERT_NO_FATAL_FAILURE(transaction(0x1000, 0x1010, 2));
   ASSERT_TRUE(acknowledged_through(Lsn{0x1010}));
   std::unique_ptr<kafka::Producer> successor;
-  ASSERT_NO_FATAL_FAILURE(initialise_successor(io_, config_.producer, kTransactionalId, successor));
+  ASSERT_NO_FATAL_FAILURE(initialise_successor(io_, producer_, kTransactionalId, successor));
   rd_kafka_mock_broker_push_request_error_rtts(mock_.get(), 1, outbox_test::kEndTxnApiKey, 1,
                                                RD_KAFKA_RESP_ERR_PRODUCER_FENCED, 0);
   ASSERT_NO_FATAL_FAILURE(commit());
-  EXPECT_FALSE(fenced_.empty()) << "Host::fenced() was not called";
+  EXPECT_FALSE(fenced_.empty()) << "Host::fail() was not called for the fence";
   EXPECT_EQ(transactions_->phase(), TxnPhase::kFenced);
   EXPECT_TRUE(committed_at_.empty());
   EXPECT_EQ(aborted_, 0);
@@ -166,4 +166,4 @@ TEST_F(KafkaTransactionsTest, ASuccessorOfTheTransactionalIdFencesIt) {
 }
 
 }  // namespace
-}  // namespace outbox::relay::test
+}  // namespace outbox::sinks::test

@@ -1,10 +1,10 @@
 #include "nats_publishers.hpp"
 
-namespace outbox::relay {
+namespace outbox::sinks {
 
-NatsPublishers::NatsPublishers(boost::asio::any_io_executor executor, const RelayConfig& config,
+NatsPublishers::NatsPublishers(boost::asio::any_io_executor executor, nats::PublisherConfig config,
                                Handlers handlers)
-    : executor_(executor), config_(config), handlers_(std::move(handlers)) {
+    : executor_(executor), config_(std::move(config)), handlers_(std::move(handlers)) {
   make(true);  // at start, here: servers that cannot be tried are a configuration error
 }
 
@@ -27,7 +27,7 @@ void NatsPublishers::make(bool connect_here) {
   std::optional<boost::asio::any_io_executor> connector;
   if (!connect_here) connector = worker_.get_executor();
   publisher_ = std::make_unique<nats::Publisher>(
-      executor_, config_.nats, handlers_.delivery, handlers_.fatal,
+      executor_, config_, handlers_.delivery, handlers_.fatal,
       [this](const std::string& m) {
         if (connected_once_ && !current_connected_) return;  // an outage (see the header)
         handlers_.refused(m);
@@ -49,4 +49,4 @@ std::string NatsPublishers::refusal_advice() const {
          "--nats-tls-cert, --nats-tls-key) and the server's authorization";
 }
 
-}  // namespace outbox::relay
+}  // namespace outbox::sinks

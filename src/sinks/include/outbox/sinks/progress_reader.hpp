@@ -13,8 +13,9 @@
 
 #include "outbox/nats/publisher.hpp"
 #include "outbox/pgoutput/lsn.hpp"
+#include "outbox/relay/progress_record.hpp"
 
-namespace outbox::relay {
+namespace outbox::sinks {
 
 // Where the relay keeps its record: Kafka (`brokers` non-empty) or JetStream (`nats.urls`
 // non-empty), with the relay's names (--checkpoint-topic, --nats-progress-bucket).
@@ -39,9 +40,8 @@ struct StoredProgress {
   std::string error;                       // the store could not be read: why
 };
 
-// The record's key: the server's system identifier (IDENTIFY_SYSTEM, pg_control_system()) and
-// the slot's name.
-std::string progress_key(const std::string& system_id, const std::string& slot);
+// The record's key: the server's system identifier and the slot's name.
+using relay::progress_key;
 
 // Reads the record of `slot` on `system_id`. Kafka's topic is read read_committed: a record of an
 // exactly-once transaction still open or aborted is not taken for delivered (an older record can
@@ -49,4 +49,4 @@ std::string progress_key(const std::string& system_id, const std::string& slot);
 StoredProgress read_stored_progress(const ProgressLocation& where, const std::string& system_id,
                                     const std::string& slot, std::chrono::milliseconds timeout);
 
-}  // namespace outbox::relay
+}  // namespace outbox::sinks

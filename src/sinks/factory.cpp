@@ -1,0 +1,93 @@
+#include <memory>
+
+#include "kafka_producers.hpp"
+#include "kafka_transactions.hpp"
+#include "nats_publishers.hpp"
+#include "outbox/sinks/sinks.hpp"
+#include "progress_stores.hpp"
+
+namespace outbox::sinks {
+using relay::SinkFactory;
+
+// A progress record's report and a checkpoint record's come through the sink's handler beside
+// the events': their opaques must not meet.
+static_assert((kProgressTag & KafkaTransactions::kCheckpointOpaque) == 0);
+
+namespace {
+
+class KafkaSinkFactory : public SinkFactory {
+ public:
+  explicit KafkaSinkFactory(kafka::ProducerConfig producer) : producer_(std::move(producer)) {}
+
+  Parts make(boost::asio::any_io_executor executor, const relay::RelayConfig& config,
+             relay::RecordSink::Handlers handlers, relay::ProgressStore::Written written) override {
+    auto sink = std::make_unique<KafkaProducers>(executor, producer_, config.delivery,
+                                                 transactional_id(config), std::move(handlers));
+    producers_ = sink.get();
+    Parts parts;
+    parts.progress = kafka_progress_store(*sink, config, producer_, std::move(written));
+    parts.sink = std::move(sink);
+    return parts;
+  }
+
+  std::unique_ptr<relay::Transactions> transactions(const relay::RelayConfig& config,
+                                                    relay::Pipeline& pipeline,
+                                                    relay::Metrics& metrics,
+                                                    std::shared_ptr<spdlog::logger> log,
+                                                    relay::Transactions::Host& host) override {
+    return std::make_unique<KafkaTransactions>(config, producer_, pipeline, *producers_, metrics,
+                                               std::move(log), transactional_id(config), host);
+  }
+
+  bool bounds_topics() const override { return true; }
+
+ private:
+  std::string transactional_id(const relay::RelayConfig& config) const {
+    return producer_.transactional_id.empty() ? "outbox-relay." + config.slot
+                                              : producer_.transactional_id;
+  }
+
+  kafka::ProducerConfig producer_;
+  KafkaProducers* producers_ = nullptr;  // made by make(), owned by the relay
+};
+
+class NatsSinkFactory : public SinkFactory {
+ public:
+  NatsSinkFactory(nats::PublisherConfig nats, std::string bucket)
+      : nats_(std::move(nats)), bucket_(std::move(bucket)) {}
+
+  Parts make(boost::asio::any_io_executor executor, const relay::RelayConfig& config,
+             relay::RecordSink::Handlers handlers, relay::ProgressStore::Written written) override {
+    Parts parts;
+    parts.progress = nats_progress_store(executor, config, nats_, bucket_, std::move(written));
+    parts.sink = std::make_unique<NatsPublishers>(executor, nats_, std::move(handlers));
+    return parts;
+  }
+
+  // JetStream has no transactions (the flags refuse --delivery exactly-once with --nats).
+  std::unique_ptr<relay::Transactions> transactions(const relay::RelayConfig&, relay::Pipeline&,
+                                                    relay::Metrics&,
+                                                    std::shared_ptr<spdlog::logger>,
+                                                    relay::Transactions::Host&) override {
+    return nullptr;
+  }
+
+  // A subject costs the client nothing that lasts.
+  bool bounds_topics() const override { return false; }
+
+ private:
+  nats::PublisherConfig nats_;
+  std::string bucket_;
+};
+
+}  // namespace
+
+std::unique_ptr<SinkFactory> make_sink_factory(SinkConfig config) {
+  if (!config.nats.urls.empty()) {
+    return std::make_unique<NatsSinkFactory>(std::move(config.nats),
+                                             std::move(config.nats_progress_bucket));
+  }
+  return std::make_unique<KafkaSinkFactory>(std::move(config.kafka));
+}
+
+}  // namespace outbox::sinks

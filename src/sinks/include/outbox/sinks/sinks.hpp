@@ -1,0 +1,35 @@
+// The relay's brokers, chosen in one place: the settings of every sink (filled by the app from
+// the flags) and the relay::SinkFactory (outbox/relay/sink_factory.hpp) that builds the chosen
+// one's parts for the relay: Kafka (KafkaProducers, the checkpoint topic's progress store, and
+// exactly-once's KafkaTransactions) or NATS JetStream (NatsPublishers, the key-value bucket's
+// progress store). A new sink adds its settings here, its parts in a file of this directory and a
+// branch in make_sink_factory(); nothing in src/relay changes.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "outbox/kafka/producer.hpp"
+#include "outbox/nats/publisher.hpp"
+#include "outbox/relay/sink_factory.hpp"
+
+namespace outbox::sinks {
+
+struct SinkConfig {
+  // Kafka (--brokers, -X, --kafka-config, --transactional-id): the default sink. With
+  // exactly-once the transactional.id is kafka.transactional_id, "outbox-relay." + slot when
+  // empty.
+  kafka::ProducerConfig kafka;
+  // NATS JetStream (--nats): urls non-empty means publish there instead of Kafka (`kafka` then
+  // unused). The subject is the rendered topic template.
+  nats::PublisherConfig nats;
+  // With --nats: the JetStream key-value bucket of the relay's progress records (made when
+  // missing; what RelayConfig::checkpoint_topic is with Kafka).
+  std::string nats_progress_bucket = "outbox-relay-progress";
+};
+
+// The factory of the sink `config` chooses. Makes nothing until the Relay asks (its
+// constructor): a bad setting throws then (kafka::ConfigError, nats::ConfigError).
+std::unique_ptr<relay::SinkFactory> make_sink_factory(SinkConfig config);
+
+}  // namespace outbox::sinks
