@@ -17,7 +17,8 @@
 #   nats         ctest -L nats: the JetStream publisher, and the relay publishing to it (--nats)
 #   aws          ctest -L aws: the SQS and EventBridge clients against moto's server
 #                (scripts/aws-up.sh: one server for the run, not per lane; stopped at the end
-#                when this run started it)
+#                when this run started it), and the relay publishing to EventBridge, on the
+#                pg15 lanes (their PostgreSQL)
 #   package      ctest -L package: the Debian package installed with dpkg (needs root or sudo)
 #   asan         the unit tests built with ASan+UBSan in build-asan/ and run there
 #   fuzz         the libFuzzer target fuzz_decoder built with clang in build-fuzz/, run for
@@ -27,7 +28,8 @@
 # How it runs (docs/testing.md, "Lanes"): scripts/install-deps.sh (unless OUTBOX_SKIP_DEPS), then
 # the build of build/ (CMake, Ninja, RelWithDebInfo, ccache) while the lanes' servers start; then
 # unit, repo and deploy; then, at the same time, four streams:
-#   pg15   integration, fault, failover and nats on OUTBOX_LANES (default 3) lanes of PostgreSQL 15
+#   pg15   integration, fault, failover, nats and aws on OUTBOX_LANES (default 3) lanes of
+#          PostgreSQL 15
 #   pg18   integration and fault on OUTBOX_LANES lanes of PostgreSQL 18
 #   misc   package, then bench on a lane of its own
 #   sanitizers  asan then fuzz, at a lower CPU priority (they only compute; the lanes mostly wait)
@@ -191,10 +193,13 @@ LANE_SPECS=()
 pg15_lanes=()
 pg18_lanes=()
 k=0
-if wants integration || wants fault || wants failover || wants nats || $quick; then
+if wants integration || wants fault || wants failover || wants nats || wants aws || $quick; then
   n=$LANES
   $quick && n=1
-  svc="pg kafka"
+  # The aws tier's relay tests need the lane's PostgreSQL only (moto is one for the run).
+  svc="pg"
+  { wants integration || wants fault || wants failover || wants nats || $quick; } &&
+    svc="$svc kafka"
   wants nats && svc="$svc nats"
   for i in $(seq 1 "$n"); do
     k=$((k + 1))
@@ -367,16 +372,17 @@ wants repo && { timed repo ctest_in "$BUILD" -L '^repo$' || failed "ctest tier r
 wants deploy && { timed deploy ctest_in "$BUILD" -L '^deploy$' -LE '^integration$' -j "$JOBS" ||
   failed "ctest tier deploy" $?; }
 # The aws tier: moto's server in the default state folder, shared by the run (its tests make
-# queues of their own names); its tests would start it too, here it is timed and stopped after.
+# queues and buses of their own names); its tests would start it too, here it is timed and stopped
+# after. The tests run on the pg15 lanes (run_pg15): the relay's end-to-end ones need a
+# PostgreSQL.
 aws_tier() {
   local pid_file="$SHARED_DIR/aws/moto_server.pid"
   if ! { [ -f "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null; }; then
     AWS_STARTED=1
   fi
   (unset OUTBOX_STATE_DIR && "$REPO/scripts/aws-up.sh" >/dev/null) || return 1
-  ctest_in "$BUILD" -L '^aws$'
 }
-wants aws && { timed aws aws_tier || failed "ctest tier aws" $?; }
+wants aws && { timed "aws: moto" aws_tier || failed "moto for the aws tier" $?; }
 
 if [ -n "$lanes_pid" ]; then
   if ! wait "$lanes_pid"; then
@@ -410,6 +416,7 @@ run_pg15() {
   wants fault && labels+=(fault)
   wants failover && labels+=(failover)
   wants nats && labels+=(nats)
+  wants aws && labels+=(aws)
   local re
   re="^($(IFS='|'; echo "${labels[*]}"))\$"
   timed "pg15: ${labels[*]}" lanes_ctest pg15 "${pg15_lanes[@]}" -- -L "$re" ||
@@ -497,7 +504,8 @@ run_quick() {
 if $quick; then
   stream quick run_quick
 else
-  { wants integration || wants fault || wants failover || wants nats; } && stream pg15 run_pg15
+  { wants integration || wants fault || wants failover || wants nats || wants aws; } &&
+    stream pg15 run_pg15
   wants pg18 && stream pg18 run_pg18
   { wants package || wants bench; } && stream misc run_misc
   { wants asan || wants fuzz; } && stream sanitizers run_sanitizers

@@ -359,6 +359,27 @@ Table run_flags(Options& o) {
                                   "JetStream key-value bucket of the relay's progress records with "
                                   "--nats,\nmade when missing (what --checkpoint-topic is with "
                                   "Kafka; default\noutbox-relay-progress)"));
+  Table eventbridge = {
+      flags::text("--eventbridge", "BUS", s.eventbridge.bus,
+                  "Amazon EventBridge event bus (a name or an ARN) to publish to instead of\n"
+                  "--brokers: Source = the topic template, DetailType = the type, Detail\n"
+                  "= {\"id\", ..., \"payload\"} (docs/aws-eventbridge.md); at least once, no\n"
+                  "order; no progress record (EventBridge cannot be read back); region\n"
+                  "and endpoint from AWS_REGION, AWS_ENDPOINT_URL_EVENTS, AWS_ENDPOINT_URL"),
+      flags::text("--eventbridge-dlq", "BUS", s.eventbridge.dlq_bus,
+                  "with --eventbridge and --on-error dlq: the bus of the dead letters\n"
+                  "(Source = --dlq-topic; default: the --eventbridge bus)"),
+      flags::duration("--eventbridge-timeout", s.eventbridge.timeout,
+                      "with --eventbridge: a PutEvents call's deadline, and the longest wait\n"
+                      "for an answer while records wait before the relay rewinds and sends\n"
+                      "again what EventBridge has not acknowledged (default 30s)",
+                      {milliseconds(100), Below::kInvalid}),
+      flags::count("--eventbridge-max-calls", s.eventbridge.max_calls,
+                   "with --eventbridge: PutEvents calls in flight at once, each on a\n"
+                   "keep-alive connection (default 8)"),
+  };
+  rest.insert(rest.end(), std::make_move_iterator(eventbridge.begin()),
+              std::make_move_iterator(eventbridge.end()));
   rest.push_back(help_flag(o.help));
   rest.push_back(flags::stop("--version", o.version, "print the version"));
   table.insert(table.end(), std::make_move_iterator(rest.begin()),

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "flags.hpp"
+#include "outbox/aws/eventbridge_publisher.hpp"
 #include "outbox/mapping/mapper.hpp"
 #include "outbox/mapping/topic_template.hpp"
 #include "outbox/nats/publisher.hpp"
@@ -67,10 +68,57 @@ namespace {
 // The relay publishes to NATS JetStream with --nats (src/nats behind the relay's RecordSink).
 constexpr bool kNatsSinkAvailable = true;
 
-// One sink: Kafka (--brokers) or NATS JetStream (--nats), and no flag of the other.
+// A Kafka setting given, for a sink that is not Kafka: its flag, else null.
+const char* kafka_flag_given(const Options& o) {
+  if (!o.sinks.kafka.brokers.empty()) return "--brokers";
+  if (o.relay.delivery == relay::DeliveryMode::kExactlyOnce) return "--delivery exactly-once";
+  if (!o.sinks.kafka.transactional_id.empty()) return "--transactional-id";
+  if (!o.kafka_config.empty()) return "--kafka-config";
+  if (!o.sinks.kafka.properties.empty()) return "-X";
+  return nullptr;
+}
+
+// Amazon EventBridge (--eventbridge): no flag of another sink; a bus name or ARN; its dead-letter
+// bus only with --on-error dlq.
+void check_eventbridge_sink(const Options& o) {
+  const auto& e = o.sinks.eventbridge;
+  if (e.bus.empty()) {
+    if (!e.dlq_bus.empty()) throw flags::rejected("--eventbridge-dlq", "needs --eventbridge");
+    return;
+  }
+  if (!o.sinks.nats.urls.empty()) {
+    throw flags::rejected("--eventbridge", "cannot be used with --nats (one sink)");
+  }
+  if (const char* kafka_flag = kafka_flag_given(o)) {
+    throw flags::rejected("--eventbridge",
+                          std::string("cannot be used with ") + kafka_flag +
+                              (o.relay.delivery == relay::DeliveryMode::kExactlyOnce
+                                   ? " (EventBridge has no transactions: at-least-once only)"
+                                   : " (a Kafka setting; one sink)"));
+  }
+  try {
+    (void)aws::check_event_bus(e.bus);
+  } catch (const aws::EventBridgeConfigError& error) {
+    throw flags::rejected("--eventbridge", error.what());
+  }
+  if (!e.dlq_bus.empty()) {
+    try {
+      (void)aws::check_event_bus(e.dlq_bus);
+    } catch (const aws::EventBridgeConfigError& error) {
+      throw flags::rejected("--eventbridge-dlq", error.what());
+    }
+    if (o.relay.on_error != relay::OnError::kDlq) {
+      throw flags::rejected("--eventbridge-dlq", "needs --on-error dlq");
+    }
+  }
+}
+
+// One sink: Kafka (--brokers), NATS JetStream (--nats) or Amazon EventBridge (--eventbridge), and
+// no flag of another.
 void check_sink(const Options& o) {
-  const auto& r = o.relay;
   const auto& n = o.sinks.nats;
+  check_eventbridge_sink(o);
+  if (!o.sinks.eventbridge.bus.empty()) return;
   if (n.urls.empty()) {
     if (o.sinks.kafka.brokers.empty())
       throw flags::rejected("--brokers", "required (HOST:PORT[,...])");
@@ -85,19 +133,7 @@ void check_sink(const Options& o) {
     }
     return;
   }
-  const char* kafka_flag = nullptr;
-  if (!o.sinks.kafka.brokers.empty()) {
-    kafka_flag = "--brokers";
-  } else if (r.delivery == relay::DeliveryMode::kExactlyOnce) {
-    kafka_flag = "--delivery exactly-once";
-  } else if (!o.sinks.kafka.transactional_id.empty()) {
-    kafka_flag = "--transactional-id";
-  } else if (!o.kafka_config.empty()) {
-    kafka_flag = "--kafka-config";
-  } else if (!o.sinks.kafka.properties.empty()) {
-    kafka_flag = "-X";
-  }
-  if (kafka_flag != nullptr) {
+  if (const char* kafka_flag = kafka_flag_given(o)) {
     throw flags::rejected("--nats", std::string("cannot be used with ") + kafka_flag +
                                         " (a Kafka setting; JetStream drops re-sent events "
                                         "by Nats-Msg-Id instead)");
@@ -128,6 +164,11 @@ void check_run(const Options& o) {
   }
   flags::check_mapping(m);
   if (!o.gap_repair_column.empty()) {
+    if (!o.sinks.eventbridge.bus.empty()) {
+      throw flags::rejected("--gap-repair-column",
+                            "needs --brokers (the repair reads Kafka back; EventBridge cannot be "
+                            "read)");
+    }
     if (!o.sinks.nats.urls.empty()) {
       throw flags::rejected("--gap-repair-column",
                             "needs --brokers (the repair reads Kafka back; JetStream: exit 4)");

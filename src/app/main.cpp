@@ -22,6 +22,7 @@
 #include "outbox/app/logging.hpp"
 #include "outbox/app/options.hpp"
 #include "outbox/app/prometheus.hpp"
+#include "outbox/aws/eventbridge_publisher.hpp"
 #include "outbox/common/log_text.hpp"
 #include "outbox/common/qualified_name.hpp"
 #include "outbox/kafka/producer.hpp"
@@ -194,6 +195,14 @@ int run_relay(const outbox::app::Options& options) {
   } catch (const outbox::nats::ConfigError& e) {
     std::fprintf(stderr, "outbox-relay: NATS configuration (--nats*): %s\n", e.what());
     return outbox::relay::kExitUsage;
+  } catch (const outbox::aws::EventBridgeConfigError& e) {
+    std::fprintf(stderr, "outbox-relay: EventBridge configuration (--eventbridge*, AWS_*): %s\n",
+                 e.what());
+    return outbox::relay::kExitUsage;
+  } catch (const outbox::aws::CredentialsError& e) {
+    // The message names every source asked and why it had none, never a secret.
+    std::fprintf(stderr, "outbox-relay: AWS credentials: %s\n", e.what());
+    return outbox::relay::kExitError;
   } catch (const std::invalid_argument& e) {
     // A topic template the mapper refuses: a bad flag value.
     std::fprintf(stderr, "outbox-relay: --topic: %s\n", e.what());

@@ -1,5 +1,6 @@
 #include <memory>
 
+#include "eventbridge_publishers.hpp"
 #include "kafka_producers.hpp"
 #include "kafka_transactions.hpp"
 #include "nats_publishers.hpp"
@@ -80,9 +81,42 @@ class NatsSinkFactory : public SinkFactory {
   std::string bucket_;
 };
 
+class EventBridgeSinkFactory : public SinkFactory {
+ public:
+  explicit EventBridgeSinkFactory(aws::EventBridgeSinkOptions options)
+      : options_(std::move(options)) {}
+
+  // No progress store: EventBridge cannot be read back. The slot alone is the relay's memory, as
+  // with exactly-once (the relay records no progress when there is no store).
+  Parts make(boost::asio::any_io_executor executor, const relay::RelayConfig& config,
+             relay::RecordSink::Handlers handlers, relay::ProgressStore::Written) override {
+    Parts parts;
+    parts.sink =
+        std::make_unique<EventBridgePublishers>(executor, config, options_, std::move(handlers));
+    return parts;
+  }
+
+  // EventBridge has no transactions (the flags refuse --delivery exactly-once with it).
+  std::unique_ptr<relay::Transactions> transactions(const relay::RelayConfig&, relay::Pipeline&,
+                                                    relay::Metrics&,
+                                                    std::shared_ptr<spdlog::logger>,
+                                                    relay::Transactions::Host&) override {
+    return nullptr;
+  }
+
+  // A Source costs the client nothing that lasts.
+  bool bounds_topics() const override { return false; }
+
+ private:
+  aws::EventBridgeSinkOptions options_;
+};
+
 }  // namespace
 
 std::unique_ptr<SinkFactory> make_sink_factory(SinkConfig config) {
+  if (!config.eventbridge.bus.empty()) {
+    return std::make_unique<EventBridgeSinkFactory>(std::move(config.eventbridge));
+  }
   if (!config.nats.urls.empty()) {
     return std::make_unique<NatsSinkFactory>(std::move(config.nats),
                                              std::move(config.nats_progress_bucket));

@@ -13,7 +13,7 @@ using namespace std::chrono_literals;
 
 void E2eTest::SetUp() {
   try {
-    const Services services = require_services(!names_.nats);
+    const Services services = require_services(!names_.nats && !names_.eventbridge);
     conninfo_ = services.conninfo;
     brokers_ = services.brokers;
     relay_bin_ = services.relay_bin;
@@ -81,8 +81,12 @@ void E2eTest::create_outbox_table(const std::string& extra_columns) {
 std::vector<std::string> E2eTest::relay_args() const {
   std::vector<std::string> args = {"--pg",
                                    conninfo_,
-                                   names_.nats ? "--nats" : "--brokers",
-                                   names_.nats ? nats_ : brokers_,
+                                   names_.eventbridge ? "--eventbridge"
+                                   : names_.nats      ? "--nats"
+                                                      : "--brokers",
+                                   names_.eventbridge ? eventbridge_bus_
+                                   : names_.nats      ? nats_
+                                                      : brokers_,
                                    "--slot",
                                    slot_,
                                    "--publication",

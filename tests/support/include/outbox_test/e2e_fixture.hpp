@@ -37,6 +37,9 @@ struct E2eNames {
   // The relays publish to NATS JetStream (OUTBOX_NATS, --nats) instead of Kafka: the topics are
   // then subjects, and OUTBOX_BROKERS is not needed.
   bool nats = false;
+  // The relays publish to Amazon EventBridge (--eventbridge E2eTest::eventbridge_bus_, moto in
+  // tests/aws): no Kafka needed either.
+  bool eventbridge = false;
 };
 
 // One committed outbox row as PostgreSQL prints it.
@@ -61,8 +64,8 @@ class E2eTest : public ::testing::Test {
   // id uuid, aggregatetype, aggregateid, type, payload jsonb NOT NULL, then `extra_columns`
   // (", seq bigint NOT NULL" for instance).
   void create_outbox_table(const std::string& extra_columns = "");
-  // --pg --brokers (--nats with E2eNames::nats) --slot --publication --table --status-interval
-  // status_interval_, and
+  // --pg --brokers (--nats with E2eNames::nats, --eventbridge with E2eNames::eventbridge) --slot
+  // --publication --table --status-interval status_interval_, and
   // --metrics-addr metrics_addr_ when that is not empty.
   std::vector<std::string> relay_args() const;
   // <log_dir>/<Suite>.<test>_<suffix>_<what>.log
@@ -113,6 +116,8 @@ class E2eTest : public ::testing::Test {
   std::string conninfo_;
   std::string brokers_;
   std::string nats_;  // E2eNames::nats: the server's URL
+  std::string
+      eventbridge_bus_;  // E2eNames::eventbridge: --eventbridge of relay_args(), by the test
   std::string relay_bin_;
   std::string suffix_;
   std::string table_;

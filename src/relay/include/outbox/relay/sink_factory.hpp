@@ -28,8 +28,10 @@ namespace outbox::relay {
 class SinkFactory {
  public:
   struct Parts {
-    std::unique_ptr<ProgressStore> progress;  // never null
-    std::unique_ptr<RecordSink> sink;         // never null
+    // Null when the broker cannot be read back (EventBridge): the relay then records no progress
+    // and trusts the slot alone, as with exactly-once.
+    std::unique_ptr<ProgressStore> progress;
+    std::unique_ptr<RecordSink> sink;  // never null
   };
 
   virtual ~SinkFactory() = default;

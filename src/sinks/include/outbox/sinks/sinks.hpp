@@ -1,14 +1,16 @@
 // The relay's brokers, chosen in one place: the settings of every sink (filled by the app from
 // the flags) and the relay::SinkFactory (outbox/relay/sink_factory.hpp) that builds the chosen
 // one's parts for the relay: Kafka (KafkaProducers, the checkpoint topic's progress store, and
-// exactly-once's KafkaTransactions) or NATS JetStream (NatsPublishers, the key-value bucket's
-// progress store). A new sink adds its settings here, its parts in a file of this directory and a
-// branch in make_sink_factory(); nothing in src/relay changes.
+// exactly-once's KafkaTransactions), NATS JetStream (NatsPublishers, the key-value bucket's
+// progress store) or Amazon EventBridge (EventBridgePublishers, no progress store). A new sink adds
+// its settings here, its parts in a file of this directory and a branch in make_sink_factory();
+// nothing in src/relay changes.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "outbox/aws/eventbridge_publisher.hpp"
 #include "outbox/kafka/producer.hpp"
 #include "outbox/nats/publisher.hpp"
 #include "outbox/relay/sink_factory.hpp"
@@ -26,10 +28,15 @@ struct SinkConfig {
   // With --nats: the JetStream key-value bucket of the relay's progress records (made when
   // missing; what RelayConfig::checkpoint_topic is with Kafka).
   std::string nats_progress_bucket = "outbox-relay-progress";
+  // Amazon EventBridge (--eventbridge): bus non-empty means publish there instead of Kafka. No
+  // progress record (EventBridge cannot be read back: docs/aws-eventbridge.md). The region,
+  // endpoint and credentials are resolved from these and the environment when the sink is made.
+  aws::EventBridgeSinkOptions eventbridge;
 };
 
 // The factory of the sink `config` chooses. Makes nothing until the Relay asks (its
-// constructor): a bad setting throws then (kafka::ConfigError, nats::ConfigError).
+// constructor): a bad setting throws then (kafka::ConfigError, nats::ConfigError,
+// aws::EventBridgeConfigError, aws::CredentialsError).
 std::unique_ptr<relay::SinkFactory> make_sink_factory(SinkConfig config);
 
 }  // namespace outbox::sinks

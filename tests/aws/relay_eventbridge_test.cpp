@@ -1,0 +1,226 @@
+// The relay publishing to Amazon EventBridge (--eventbridge), end to end: the real outbox-relay
+// binary, the lane's PostgreSQL, and moto's server of scripts/aws-up.sh with its authentication
+// on. Each test makes a bus of its own with a rule whose target is an SQS queue (moto delivers
+// each matching entry to it as EventBridge's envelope), and reads that queue back.
+// What a user checks: every committed event on the bus (at least once; EventBridge neither orders
+// nor deduplicates), deduplicated by detail.id exactly the committed set, nothing from a
+// rolled-back transaction, the entry as docs/aws.md maps it (source, detail-type, Detail); poison
+// (an entry over 256 KiB) under fail and dlq; a refused secret named by its source, never shown.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "eventbridge_fixture.hpp"
+#include "fault_fixture.hpp"
+#include "moto.hpp"
+
+namespace outbox_test::fault {
+namespace {
+
+using namespace std::chrono_literals;
+
+class EventBridgeRelay : public FaultTest {
+ protected:
+  EventBridgeRelay() { names_.eventbridge = true; }
+
+  void SetUp() override {
+    FaultTest::SetUp();
+    if (HasFatalFailure()) return;
+    // The relay's credentials, region and endpoint as the SDKs read them: the environment.
+    const Moto& m = moto();
+    ::setenv("AWS_ACCESS_KEY_ID", m.access_key_id.c_str(), 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", m.secret_access_key.c_str(), 1);
+    ::setenv("AWS_REGION", m.region.c_str(), 1);
+    ::setenv("AWS_ENDPOINT_URL_EVENTS", m.endpoint.c_str(), 1);
+    ::unsetenv("AWS_SESSION_TOKEN");
+    ::unsetenv("AWS_ENDPOINT_URL");
+    target_ =
+        std::make_unique<EventBridgeToQueue>("relay-" + suffix_, std::vector<std::string>{topic_});
+    eventbridge_bus_ = target_->bus();
+  }
+
+  // What the queue got, at least `count` events, then nothing more for 1 s.
+  std::vector<ReceivedEvent> read_all(EventBridgeToQueue& target, std::size_t count) {
+    return target.receive(count, 1s, 60s);
+  }
+
+  void insert_big(const std::string& aggregateid, std::int64_t seq) {
+    pg_->exec("INSERT INTO " + qualified_table() +
+              " (aggregatetype, aggregateid, type, payload, seq) VALUES ('" + aggregatetype_ +
+              "', '" + aggregateid + "', 'Big', jsonb_build_object('pad', repeat('x', 300000)), " +
+              std::to_string(seq) + ")");
+  }
+
+  std::unique_ptr<EventBridgeToQueue> target_;
+};
+
+// The Detail a consumer gets for a row of the fault table (payload {"seq": N}).
+std::string expected_detail(const std::string& id, const OutboxRow& row) {
+  return "{\"id\":\"" + id + "\",\"type\":\"" + row.type + "\",\"aggregateid\":\"" +
+         row.aggregateid + "\",\"payload\":{\"seq\":" + std::to_string(row.seq) + "}}";
+}
+
+// Every committed event on the bus, deduplicated by detail.id exactly the committed set, none of
+// the rolled-back transaction; source = the rendered --topic, detail-type = the type, Detail as
+// documented; the slot confirmed once EventBridge took them all.
+TEST_F(EventBridgeRelay, EndToEnd) {
+  create_outbox_table();
+  const std::string other_type = "Other" + suffix_;  // its source matches no rule: taken, dropped
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  for (int t = 0; t < 8; ++t) {
+    pg_->exec("BEGIN; " +
+              Workload::insert_sql(qualified_table(), aggregatetype_, 7, t * 10 + 1, 5, false) +
+              "; " + Workload::insert_sql(qualified_table(), other_type, 7, t * 10 + 6, 5, false) +
+              "; COMMIT");
+    if (t == 3) {
+      pg_->exec("BEGIN; " +
+                Workload::insert_sql(qualified_table(), aggregatetype_, 7, 1000, 5, true) +
+                "; ROLLBACK");
+    }
+  }
+  const Lsn after = pg_->current_wal_lsn();
+  const auto rows = committed_rows();
+  ASSERT_EQ(rows.size(), 80u);
+  ASSERT_TRUE(expect_confirmed_reaches(after, 60s)) << tail_file(relay.log_path(), 20);
+  std::set<std::string> expected;
+  for (const auto& [id, row] : rows) {
+    if (row.aggregatetype == aggregatetype_) expected.insert(id);
+  }
+  ASSERT_EQ(expected.size(), 40u);
+  const std::vector<ReceivedEvent> got = read_all(*target_, expected.size());
+  ASSERT_GE(got.size(), expected.size());
+  std::set<std::string> ids;
+  for (const ReceivedEvent& e : got) {
+    const auto row = rows.find(e.id);
+    ASSERT_NE(row, rows.end()) << "not a committed event: " << e.detail;
+    EXPECT_EQ(e.source, topic_);
+    EXPECT_EQ(e.detail_type, row->second.type);
+    EXPECT_EQ(e.detail, expected_detail(e.id, row->second));
+    ids.insert(e.id);
+  }
+  EXPECT_EQ(ids, expected);
+  figure("events", static_cast<std::int64_t>(expected.size()));
+  figure("received", static_cast<std::int64_t>(got.size()));
+  EXPECT_NE(read_file(relay.log_path()).find("event=eventbridge_bus"), std::string::npos);
+  expect_graceful_stop(relay);
+}
+
+// kill -9 of the relay under load, then a restart: every committed event on the bus at least
+// once, deduplicated by detail.id exactly the committed set, nothing uncommitted.
+TEST_F(EventBridgeRelay, SigkillAndRestartLosesNothing) {
+  create_outbox_table();
+  RelayProcess* relay = &start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(*relay));
+  Workload& load = start_workload(plan_mixed(scaled(200, 60), 20, 0.05, 32), 4s, 60);
+  ASSERT_TRUE(load.wait_committed(60, 30s));
+  relay->kill9();
+  relay = &start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(*relay));
+  load.join();
+  const Lsn after = pg_->current_wal_lsn();
+  const auto rows = committed_seqs();
+  ASSERT_TRUE(expect_confirmed_reaches(after, 60s)) << tail_file(relay->log_path(), 20);
+  const std::vector<ReceivedEvent> got = read_all(*target_, rows.size());
+  std::set<std::string> ids;
+  for (const ReceivedEvent& e : got) {
+    EXPECT_TRUE(rows.contains(e.id)) << "not a committed event: " << e.detail;
+    ids.insert(e.id);
+  }
+  EXPECT_EQ(ids.size(), rows.size());
+  for (const auto& [id, row] : rows) EXPECT_TRUE(ids.contains(id)) << "missing " << id;
+  figure("events", static_cast<std::int64_t>(rows.size()));
+  figure("received", static_cast<std::int64_t>(got.size()));
+  expect_graceful_stop(*relay);
+}
+
+// An entry over 256 KiB under --on-error fail: exit 3 naming it, the slot not confirmed past it,
+// the events before it on the bus.
+TEST_F(EventBridgeRelay, PoisonFailStopsBeforeIt) {
+  create_outbox_table();
+  RelayProcess& relay = start_relay({"--on-error", "fail"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 1, 3, false));
+  const Lsn before = pg_->current_wal_lsn();
+  ASSERT_TRUE(expect_confirmed_reaches(before, 30s));
+  insert_big("agg-1", 4);
+  EXPECT_EQ(relay.wait_exit(60s), std::optional<int>(3));
+  const std::string log = read_file(relay.log_path());
+  EXPECT_NE(log.find("EntryTooLarge"), std::string::npos) << tail_file(relay.log_path(), 20);
+  const auto confirmed = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(confirmed.has_value());
+  EXPECT_LT(*confirmed, pg_->current_wal_lsn());
+  EXPECT_EQ(read_all(*target_, 3).size(), 3u);
+}
+
+// The same under --on-error dlq: the event goes to the dead-letter bus (--eventbridge-dlq) with
+// source --dlq-topic, its payload left out (too large) and the error in detail.headers; its
+// aggregate's later events follow it there, the others go on to the bus.
+TEST_F(EventBridgeRelay, PoisonDlqGoesToTheDeadLetterBus) {
+  create_outbox_table();
+  EventBridgeToQueue dead("relay-dlq-" + suffix_, {"outbox.dlq"});
+  RelayProcess& relay = start_relay({"--on-error", "dlq", "--eventbridge-dlq", dead.bus()});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  insert_big("agg-1", 1);
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 2, 6, false));
+  const Lsn after = pg_->current_wal_lsn();
+  EXPECT_TRUE(expect_confirmed_reaches(after, 60s)) << tail_file(relay.log_path(), 20);
+  // agg-1: the big one and its later events (seq 4, 7) parked; agg-0 and agg-2 go on.
+  const std::vector<ReceivedEvent> dlq = read_all(dead, 3);
+  const std::vector<ReceivedEvent> main = read_all(*target_, 4);
+  ASSERT_EQ(dlq.size(), 3u);
+  const auto rows = committed_seqs();  // the big one has no payload seq
+  std::set<std::string> dead_types;
+  for (const ReceivedEvent& d : dlq) {
+    EXPECT_EQ(d.source, "outbox.dlq");
+    ASSERT_TRUE(rows.contains(d.id)) << d.detail;
+    EXPECT_EQ(rows.at(d.id).aggregateid, "agg-1");
+    EXPECT_NE(d.detail.find("\"aggregateid\":\"agg-1\""), std::string::npos) << d.detail;
+    EXPECT_NE(d.detail.find("\"outbox.original.topic\":\"" + topic_ + "\""), std::string::npos)
+        << d.detail;
+    dead_types.insert(d.detail_type);
+    if (d.detail_type == "Big") {
+      EXPECT_NE(d.detail.find("\"outbox.error\":\"EntryTooLarge: "), std::string::npos) << d.detail;
+      EXPECT_NE(d.detail.find("\"outbox.value.omitted\":"), std::string::npos) << d.detail;
+      EXPECT_NE(d.detail.find("\"payload\":null"), std::string::npos) << d.detail;
+    }
+  }
+  EXPECT_TRUE(dead_types.contains("Big"));
+  EXPECT_EQ(main.size(), 4u);
+  for (const ReceivedEvent& m : main) {
+    ASSERT_TRUE(rows.contains(m.id)) << m.detail;
+    EXPECT_NE(rows.at(m.id).aggregateid, "agg-1");
+  }
+  EXPECT_TRUE(relay.is_running());
+  expect_graceful_stop(relay);
+}
+
+// A wrong secret: EventBridge refuses the signature; the relay exits 1 naming where the
+// credentials came from (the environment), the access key's last four characters and the IAM
+// action, never the secret.
+TEST_F(EventBridgeRelay, RefusedSecretExitsOneNamingTheSource) {
+  create_outbox_table();
+  const std::string wrong = "wrong-" + suffix_ + "-secret";
+  ::setenv("AWS_SECRET_ACCESS_KEY", wrong.c_str(), 1);
+  RelayProcess& relay = start_relay();
+  ::setenv("AWS_SECRET_ACCESS_KEY", moto().secret_access_key.c_str(), 1);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 1, 3, false));
+  EXPECT_EQ(relay.wait_exit(60s), std::optional<int>(1));
+  const std::string log = read_file(relay.log_path());
+  EXPECT_NE(
+      log.find("refused the credentials (access key id ..." +
+               moto().access_key_id.substr(moto().access_key_id.size() - 4) + " from environment"),
+      std::string::npos)
+      << tail_file(relay.log_path(), 20);
+  EXPECT_NE(log.find("events:PutEvents"), std::string::npos) << tail_file(relay.log_path(), 20);
+  EXPECT_EQ(log.find(wrong), std::string::npos) << "the secret is in the log";
+}
+
+}  // namespace
+}  // namespace outbox_test::fault
