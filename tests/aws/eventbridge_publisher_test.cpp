@@ -295,6 +295,61 @@ TEST_F(EventBridgePublisherMoto, ARecordOver256KiBIsRefusedAsTooLargeBeforeAnyCa
   EXPECT_EQ(events[0].id, "e-2");
 }
 
+// A record whose topic is the dead-letter topic goes to the dead-letter bus with that topic as
+// its Source; without a dead-letter bus, to the same bus.
+TEST_F(EventBridgePublisherMoto, DeadLettersGoToTheDeadLetterBusElseTheSameBus) {
+  EventBridgeToQueue same("eb-dlq-same", {std::string(kSource), "outbox.dlq"});
+  EventBridgeToQueue dead("eb-dlq-dead", {"outbox.dlq"});
+  auto with = [&](const std::string& bus, const std::string& dlq_bus) {
+    aws::EventBridgePublisherConfig c;
+    c.bus = bus;
+    c.dlq_topic = "outbox.dlq";
+    c.dlq_bus = dlq_bus;
+    c.events = outbox_test::moto_events_config(moto().endpoint);
+    return std::make_unique<aws::EventBridgePublisher>(
+        io_.get_executor(), c,
+        [this](const sink::Delivery& d) {
+          reports_.push_back({d.opaque, d.ok, d.kind, d.error, std::string(d.id_header), {}});
+        },
+        [this](const std::string& m) { refusals_.push_back(m); });
+  };
+  const sink::Header headers[] = {{"id", "d-1"}, {"type", "Big"}, {"outbox.error", "too big"}};
+  sink::Record letter;
+  letter.topic = "outbox.dlq";
+  letter.key = "order-1";
+  letter.headers = headers;
+  for (const bool own_bus : {false, true}) {
+    reports_.clear();
+    auto p = own_bus ? with(target_.bus(), dead.bus()) : with(same.bus(), "");
+    ASSERT_EQ(produce(*p, 1, payload(1)).status, sink::ProduceStatus::kQueued);
+    ASSERT_EQ(p->produce(letter, 2, false).status, sink::ProduceStatus::kQueued);
+    ASSERT_TRUE(run_until(
+        io_, [&] { return reports_.size() == 2; }, 30s));
+    for (const auto& r : reports_) EXPECT_TRUE(r.ok) << r.error;
+    const auto events = own_bus ? target_.receive(1, 300ms) : same.receive(2, 300ms);
+    const auto letters =
+        own_bus ? dead.receive(1, 300ms) : std::vector<outbox_test::ReceivedEvent>{};
+    std::vector<outbox_test::ReceivedEvent> all = events;
+    all.insert(all.end(), letters.begin(), letters.end());
+    ASSERT_EQ(all.size(), 2u) << own_bus;
+    for (const auto& e : all) {
+      if (e.id == "d-1") {
+        EXPECT_EQ(e.source, "outbox.dlq");
+        EXPECT_EQ(
+            e.detail,
+            R"({"id":"d-1","type":"Big","aggregateid":"order-1","headers":{"outbox.error":"too big"},"payload":null})");
+      } else {
+        EXPECT_EQ(e.id, "e-1");
+        EXPECT_EQ(e.source, kSource);
+      }
+    }
+    if (own_bus) {
+      ASSERT_EQ(letters.size(), 1u);
+      EXPECT_EQ(letters[0].id, "d-1");
+    }
+  }
+}
+
 TEST_F(EventBridgePublisherMoto, HaltReportsWhatItHeldAsTransientInProduceOrder) {
   auto p = publisher(proxy_.endpoint(), 2);
   proxy_.freeze();

@@ -4,8 +4,10 @@
 // each matching entry to it as EventBridge's envelope), and reads that queue back.
 // What a user checks: every committed event on the bus (at least once; EventBridge neither orders
 // nor deduplicates), deduplicated by detail.id exactly the committed set, nothing from a
-// rolled-back transaction, the entry as docs/aws.md maps it (source, detail-type, Detail); poison
-// (an entry over 256 KiB) under fail and dlq; a refused secret named by its source, never shown.
+// rolled-back transaction, the entry as docs/aws-eventbridge.md maps it (source, detail-type,
+// Detail); a kill -9; EventBridge frozen (the fault proxy of tests/support): nothing confirmed past
+// its acknowledgements, everything after; poison (an entry over 256 KiB) under fail and dlq; a
+// refused secret named by its source, never shown.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -18,6 +20,7 @@
 #include "eventbridge_fixture.hpp"
 #include "fault_fixture.hpp"
 #include "moto.hpp"
+#include "outbox_test/aws_fault_proxy.hpp"
 
 namespace outbox_test::fault {
 namespace {
@@ -137,6 +140,49 @@ TEST_F(EventBridgeRelay, SigkillAndRestartLosesNothing) {
   figure("events", static_cast<std::int64_t>(rows.size()));
   figure("received", static_cast<std::int64_t>(got.size()));
   expect_graceful_stop(*relay);
+}
+
+// EventBridge frozen (the test proxy holds every request): nothing committed meanwhile is
+// confirmed; past --eventbridge-timeout the relay rewinds (the publisher halted, a new one made)
+// and, once EventBridge answers again, every event is on the bus and the slot confirmed.
+TEST_F(EventBridgeRelay, FrozenBusConfirmsNothingThenEverything) {
+  create_outbox_table();
+  AwsFaultProxy proxy({moto().endpoint, {{moto().access_key_id, moto().secret_access_key, ""}}});
+  ::setenv("AWS_ENDPOINT_URL_EVENTS", proxy.endpoint().c_str(), 1);
+  RelayProcess& relay = start_relay({"--eventbridge-timeout", "1s"});
+  ::setenv("AWS_ENDPOINT_URL_EVENTS", moto().endpoint.c_str(), 1);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 1, 3, false));
+  const Lsn before = pg_->current_wal_lsn();
+  ASSERT_TRUE(expect_confirmed_reaches(before, 30s)) << tail_file(relay.log_path(), 20);
+
+  proxy.freeze();
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 4, 10, false));
+  const Lsn during = pg_->current_wal_lsn();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return read_file(relay.log_path()).find("event=producer_rewind") != std::string::npos;
+      },
+      30s))
+      << tail_file(relay.log_path(), 20);
+  const auto held = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(held.has_value());
+  EXPECT_LT(*held, during) << "confirmed past what EventBridge never acknowledged";
+  EXPECT_TRUE(relay.is_running());
+
+  proxy.thaw();
+  ASSERT_TRUE(expect_confirmed_reaches(during, 60s)) << tail_file(relay.log_path(), 20);
+  const auto rows = committed_seqs();
+  ASSERT_EQ(rows.size(), 13u);
+  const std::vector<ReceivedEvent> got = read_all(*target_, rows.size());
+  std::set<std::string> ids;
+  for (const ReceivedEvent& e : got) {
+    EXPECT_TRUE(rows.contains(e.id)) << "not a committed event: " << e.detail;
+    ids.insert(e.id);
+  }
+  EXPECT_EQ(ids.size(), rows.size());
+  figure("received", static_cast<std::int64_t>(got.size()));
+  expect_graceful_stop(relay);
 }
 
 // An entry over 256 KiB under --on-error fail: exit 3 naming it, the slot not confirmed past it,
