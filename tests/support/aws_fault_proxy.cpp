@@ -482,12 +482,13 @@ struct AwsFaultProxy::Impl {
       }
       co_await hold(FreezePoint::kAnswer);
       const bool keep = res->keep_alive() && req.keep_alive();
-      co_await http::async_write(client, *res, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) co_return;
       {
+        // Counted before the client can have it: a test that got its answer sees it counted.
         std::lock_guard lock(mutex);
         ++counters.answered;
       }
+      co_await http::async_write(client, *res, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return;
       if (!keep) {
         client.socket().shutdown(tcp::socket::shutdown_send, ec);
         co_return;

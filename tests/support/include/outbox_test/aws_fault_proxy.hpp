@@ -95,7 +95,7 @@ enum class FreezePoint {
 struct ProxyCounters {
   std::map<std::string, int> calls;  // requests received per action ("" when no X-Amz-Target)
   int forwarded = 0;                 // requests forwarded to moto
-  int answered = 0;                  // responses written to the client
+  int answered = 0;                  // responses sent to the client (counted as they start)
   int faulted_calls = 0;             // calls answered by a CallFault
   int entries_forwarded = 0;         // batch entries forwarded (SendMessageBatch, PutEvents)
   int entries_failed = 0;            // batch entries removed and answered failed
