@@ -181,8 +181,7 @@ std::variant<ResolvedCredentials, std::string> from_shared_files(const EnvLookup
   return out;
 }
 
-ResolvedCredentials resolve_chain(const EnvLookup& env,
-                                  const std::vector<CredentialsProvider>& chain,
+ResolvedCredentials resolve_chain(const EnvLookup& env, const std::vector<CredentialsSource>& chain,
                                   const std::string& hint) {
   std::string tried;
   for (const auto& provider : chain) {
@@ -213,28 +212,29 @@ std::string to_string(const ResolvedCredentials& resolved) {
                                                      : ", with a session token");
 }
 
-CredentialsProvider environment_provider() { return {"environment", from_environment}; }
+CredentialsSource environment_provider() { return {"environment", from_environment}; }
 
-CredentialsProvider shared_files_provider() { return {"shared files", from_shared_files}; }
+CredentialsSource shared_files_provider() { return {"shared files", from_shared_files}; }
 
-std::vector<CredentialsProvider> default_credentials_chain() {
-  // Web identity (STS) goes between these two, the container endpoint and IMDS after the files.
+std::vector<CredentialsSource> default_credentials_chain() {
+  // The HTTP sources come after these two: default_credentials_provider().
   return {environment_provider(), shared_files_provider()};
 }
 
 ResolvedCredentials resolve_credentials(const EnvLookup& env,
-                                        const std::vector<CredentialsProvider>& chain) {
+                                        const std::vector<CredentialsSource>& chain) {
   return resolve_chain(env, chain, "");
 }
 
 ResolvedCredentials resolve_credentials(const EnvLookup& env) {
-  // Where the sources still to come would have looked, a word on why they did not.
+  // The sources after these two, when the environment names them.
   std::string hint;
   for (const std::string_view name :
        {"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
         "AWS_CONTAINER_CREDENTIALS_FULL_URI"}) {
     if (variable(env, name)) {
-      hint += "; " + std::string(name) + " is set, but outbox-relay does not use it yet";
+      hint += "; " + std::string(name) +
+              " is set: default_credentials_provider() goes on to that source";
     }
   }
   return resolve_chain(env, default_credentials_chain(), hint);

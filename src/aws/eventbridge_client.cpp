@@ -110,7 +110,7 @@ struct EventBridgeClient::Impl {
   JsonServiceClient client;
   Impl(boost::asio::any_io_executor ex, EventBridgeConfig config)
       : client(std::move(ex), {"EventBridge", "events", "AWSEvents", "application/x-amz-json-1.1"},
-               config.endpoint_url, std::move(config.region), std::move(config.credentials),
+               config.endpoint_url, std::move(config.region), credentials_of(config),
                std::move(config.http)) {}
 };
 

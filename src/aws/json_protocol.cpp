@@ -4,6 +4,7 @@
 #include <simdjson.h>
 
 #include <array>
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <stdexcept>
 
@@ -72,16 +73,6 @@ std::string xml_unescape(std::string_view text) {
   return out;
 }
 
-std::string xml_element(std::string_view body, std::string_view name) {
-  const std::string open = "<" + std::string(name) + ">";
-  const std::string close = "</" + std::string(name) + ">";
-  const auto start = body.find(open);
-  if (start == std::string_view::npos) return {};
-  const auto end = body.find(close, start + open.size());
-  if (end == std::string_view::npos) return {};
-  return xml_unescape(body.substr(start + open.size(), end - start - open.size()));
-}
-
 // One line: control characters as spaces, at most 500 bytes.
 std::string one_line(std::string text) {
   for (char& c : text) {
@@ -92,6 +83,16 @@ std::string one_line(std::string text) {
 }
 
 }  // namespace
+
+std::string xml_element(std::string_view body, std::string_view name) {
+  const std::string open = "<" + std::string(name) + ">";
+  const std::string close = "</" + std::string(name) + ">";
+  const auto start = body.find(open);
+  if (start == std::string_view::npos) return {};
+  const auto end = body.find(close, start + open.size());
+  if (end == std::string_view::npos) return {};
+  return xml_unescape(body.substr(start + open.size(), end - start - open.size()));
+}
 
 void append_json_string(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -275,28 +276,55 @@ ServiceError service_error(const JsonService& service, std::string_view endpoint
 
 JsonServiceClient::JsonServiceClient(boost::asio::any_io_executor executor, JsonService service,
                                      const std::string& endpoint_url, std::string region,
-                                     ResolvedCredentials credentials, HttpClientConfig http)
-    : service_(std::move(service)),
+                                     std::shared_ptr<CredentialsProvider> credentials,
+                                     HttpClientConfig http)
+    : executor_(executor),
+      service_(std::move(service)),
       region_(std::move(region)),
       credentials_(std::move(credentials)),
       http_(std::move(executor), parse_endpoint(endpoint_url), std::move(http)) {
   if (region_.empty()) throw std::invalid_argument(service_.name + ": no region");
+  if (!credentials_) throw std::invalid_argument(service_.name + ": no credentials provider");
 }
 
+JsonServiceClient::~JsonServiceClient() { *alive_ = false; }
+
 void JsonServiceClient::call(std::string_view action, std::string body,
+                             std::function<void(JsonCallResult)> handler) {
+  credentials_->get([this, alive = alive_, action = std::string(action), body = std::move(body),
+                     handler = std::move(handler)](const ResolvedCredentials* credentials,
+                                                   const ServiceError* error) mutable {
+    if (!*alive) return;
+    if (credentials != nullptr) {
+      send(action, std::move(body), *credentials, std::move(handler));
+      return;
+    }
+    JsonCallResult result;
+    result.error = *error;
+    result.error->message = service_.name + ": " + result.error->message;
+    // Never inside call(): a provider may answer at once.
+    boost::asio::post(executor_, [alive = std::move(alive), handler = std::move(handler),
+                                  result = std::move(result)]() mutable {
+      if (*alive) handler(std::move(result));
+    });
+  });
+}
+
+void JsonServiceClient::send(const std::string& action, std::string body,
+                             const ResolvedCredentials& credentials,
                              std::function<void(JsonCallResult)> handler) {
   SigningRequest signing;
   signing.method = "POST";
   signing.path = "/";
   signing.headers = {{"Host", http_.endpoint().host_header},
                      {"Content-Type", service_.content_type},
-                     {"X-Amz-Target", service_.target_prefix + "." + std::string(action)}};
+                     {"X-Amz-Target", service_.target_prefix + "." + action}};
   signing.payload_hash = payload_hash(body);
   SigningOptions options;
   options.region = region_;
   options.service = service_.signing_name;
   options.time = std::chrono::system_clock::now();
-  SignedRequest signed_request = sign(signing, credentials_.credentials, options);
+  SignedRequest signed_request = sign(signing, credentials.credentials, options);
 
   HttpRequest request;
   request.method = "POST";
@@ -304,16 +332,17 @@ void JsonServiceClient::call(std::string_view action, std::string body,
   request.headers = std::move(signing.headers);
   for (auto& h : signed_request.headers) request.headers.push_back(std::move(h));
   request.body = std::move(body);
-  http_.async_request(
-      std::move(request), [this, handler = std::move(handler)](HttpResponse response) {
-        JsonCallResult result;
-        if (response.error.empty() && response.status >= 200 && response.status < 300) {
-          result.body = std::move(response.body);
-        } else {
-          result.error = service_error(service_, http_.endpoint().url(), credentials_, response);
-        }
-        handler(std::move(result));
-      });
+  // The credentials this request was signed with: an error names them.
+  http_.async_request(std::move(request), [this, used = credentials,
+                                           handler = std::move(handler)](HttpResponse response) {
+    JsonCallResult result;
+    if (response.error.empty() && response.status >= 200 && response.status < 300) {
+      result.body = std::move(response.body);
+    } else {
+      result.error = service_error(service_, http_.endpoint().url(), used, response);
+    }
+    handler(std::move(result));
+  });
 }
 
 }  // namespace outbox::aws

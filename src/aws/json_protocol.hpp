@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "outbox/aws/credentials.hpp"
+#include "outbox/aws/credentials_provider.hpp"
 #include "outbox/aws/http_client.hpp"
 #include "outbox/aws/service_error.hpp"
 
@@ -33,6 +34,9 @@ struct ErrorAnswer {
   std::string message;
 };
 ErrorAnswer read_error_answer(std::string_view body, std::string_view query_error_header);
+
+// The text of the first <name>...</name> in `body`, its entities unescaped; empty when none.
+std::string xml_element(std::string_view body, std::string_view name);
 
 // The one classification of a service's error (code and HTTP status; 0 for none).
 FailureKind classify(std::string_view code, int http_status);
@@ -57,23 +61,40 @@ struct JsonCallResult {
 ServiceError service_error(const JsonService& service, std::string_view endpoint,
                            const ResolvedCredentials& credentials, const HttpResponse& response);
 
+// A client config's provider, else its fixed credentials.
+template <class Config>
+std::shared_ptr<CredentialsProvider> credentials_of(const Config& config) {
+  return config.credentials_provider ? config.credentials_provider
+                                     : fixed_credentials(config.credentials);
+}
+
 class JsonServiceClient {
  public:
+  // `credentials`: asked at every call (fixed_credentials() for fixed ones).
   JsonServiceClient(boost::asio::any_io_executor executor, JsonService service,
                     const std::string& endpoint_url, std::string region,
-                    ResolvedCredentials credentials, HttpClientConfig http);
-  // POST / with X-Amz-Target: <prefix>.<action>, signed now. The handler runs on the io thread.
+                    std::shared_ptr<CredentialsProvider> credentials, HttpClientConfig http);
+  ~JsonServiceClient();
+  // POST / with X-Amz-Target: <prefix>.<action>, signed with the provider's current credentials
+  // (when it has none yet: once it has; calls keep their order). The handler runs on the io
+  // thread, never inside the call; a provider's error is the call's.
   void call(std::string_view action, std::string body, std::function<void(JsonCallResult)> handler);
   const JsonService& service() const { return service_; }
-  const ResolvedCredentials& credentials() const { return credentials_; }
+  const CredentialsProvider& credentials() const { return *credentials_; }
   HttpClient& http() { return http_; }
   const HttpClient& http() const { return http_; }
 
  private:
+  void send(const std::string& action, std::string body, const ResolvedCredentials& credentials,
+            std::function<void(JsonCallResult)> handler);
+
+  boost::asio::any_io_executor executor_;
   JsonService service_;
   std::string region_;
-  ResolvedCredentials credentials_;
+  std::shared_ptr<CredentialsProvider> credentials_;
   HttpClient http_;
+  // Expires with the client: a provider's handler that comes later does nothing.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace outbox::aws

@@ -20,7 +20,7 @@ struct SqsClient::Impl {
   Impl(boost::asio::any_io_executor ex, SqsConfig config)
       : executor(ex),
         client(std::move(ex), sqs_service(), config.endpoint_url, std::move(config.region),
-               std::move(config.credentials), std::move(config.http)) {}
+               credentials_of(config), std::move(config.http)) {}
 };
 
 SqsClient::SqsClient(boost::asio::any_io_executor executor, SqsConfig config)

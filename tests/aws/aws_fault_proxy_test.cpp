@@ -248,8 +248,8 @@ TEST_F(ProxyMoto, PutEventsEntriesFailedInPlaceAndNotDelivered) {
   const std::string queue_arn(std::string_view(parser.parse(arn.body)["Attributes"]["QueueArn"]));
 
   const auto base = config(proxy_.endpoint());
-  aws::EventBridgeClient events(io_.get_executor(),
-                                {base.endpoint_url, base.region, base.credentials, base.http});
+  aws::EventBridgeClient events(
+      io_.get_executor(), {base.endpoint_url, base.region, base.credentials, base.http, nullptr});
   auto events_call = [&](const std::string& action, std::string body) {
     auto r = await_result<aws::EventBridgeCallResult>(
         io_, [&](std::function<void(aws::EventBridgeCallResult)> d) {

@@ -448,7 +448,7 @@ TEST_F(SqsMoto, EventBridgePutEventsReachesARuleWithAnSqsTarget) {
       std::string_view(parser.parse(arn_answer.body)["Attributes"]["QueueArn"]));
 
   const auto base = config();
-  aws::EventBridgeConfig c{base.endpoint_url, base.region, base.credentials, base.http};
+  aws::EventBridgeConfig c{base.endpoint_url, base.region, base.credentials, base.http, nullptr};
   aws::EventBridgeClient events(io_.get_executor(), c);
   auto events_call = [&](const std::string& action, std::string body) {
     auto r = await_result<aws::EventBridgeCallResult>(

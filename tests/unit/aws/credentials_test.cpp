@@ -188,8 +188,8 @@ TEST_F(Chain, NothingAnywhereListsWhatWasAsked) {
             "shared credentials file \"" +
                 (home_ / ".aws/credentials").string() + "\" (missing) or config file \"" +
                 (home_ / ".aws/config").string() +
-                "\" (missing); AWS_WEB_IDENTITY_TOKEN_FILE is set, but outbox-relay "
-                "does not use it yet)");
+                "\" (missing); AWS_WEB_IDENTITY_TOKEN_FILE is set: "
+                "default_credentials_provider() goes on to that source)");
   env_.erase("HOME");
   env_.erase("AWS_WEB_IDENTITY_TOKEN_FILE");
   EXPECT_NE(refusal().find("the shared credentials file (HOME and AWS_SHARED_CREDENTIALS_FILE "
@@ -210,14 +210,14 @@ TEST_F(Chain, AFileThatCannotBeReadOrParsedIsRefused) {
 }
 
 TEST_F(Chain, ProvidersAreAskedInOrder) {
-  const CredentialsProvider nothing{
+  const CredentialsSource nothing{
       "first", [](const EnvLookup&) {
         return std::variant<ResolvedCredentials, std::string>("nothing here");
       }};
-  const CredentialsProvider something{"second", [](const EnvLookup&) {
-                                        return std::variant<ResolvedCredentials, std::string>(
-                                            ResolvedCredentials{{"K2", "S2", ""}, "second", {}});
-                                      }};
+  const CredentialsSource something{"second", [](const EnvLookup&) {
+                                      return std::variant<ResolvedCredentials, std::string>(
+                                          ResolvedCredentials{{"K2", "S2", ""}, "second", {}});
+                                    }};
   EXPECT_EQ(resolve_credentials(env(), {nothing, something}).source, "second");
   try {
     resolve_credentials(env(), {nothing, nothing});

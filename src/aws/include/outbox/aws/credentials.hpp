@@ -5,12 +5,12 @@
 // file AWS_CONFIG_FILE, default ~/.aws/config, whose sections read [profile NAME]). Region:
 // AWS_REGION, AWS_DEFAULT_REGION, then the profile's `region` in the config file.
 //
-// The chain is an ordered list of providers, each of which finds credentials, says why it has
+// The chain is an ordered list of sources, each of which finds credentials, says why it has
 // none (the next one is asked), or refuses (what it found cannot be used: the chain stops). The
-// sources that need HTTP slot into that list later, in the SDKs' order: web identity
-// (AWS_WEB_IDENTITY_TOKEN_FILE with STS) after the environment, then the container endpoint
-// (AWS_CONTAINER_CREDENTIALS_*) and the instance metadata service (IMDSv2) after the files; theirs
-// expire, hence ResolvedCredentials::expiration.
+// sources that need HTTP (web identity through STS, the container endpoint, IMDSv2) come after
+// these two in default_credentials_provider() (credentials_provider.hpp), asynchronous and
+// refreshed; theirs expire, hence ResolvedCredentials::expiration. resolve_credentials() is the
+// blocking part alone.
 //
 // Every result and error names its source (variable, file, profile) and never a secret: an error
 // about a file names the line, not its text. Blocking file reads: never on the relay's io thread.
@@ -53,7 +53,7 @@ class CredentialsError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct CredentialsProvider {
+struct CredentialsSource {
   std::string name;
   // Credentials, or why this source has none (the chain asks the next); throws CredentialsError
   // when what it found cannot be used.
@@ -62,18 +62,18 @@ struct CredentialsProvider {
 
 // AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN); an empty value counts as
 // unset. Refuses one of the pair without the other.
-CredentialsProvider environment_provider();
+CredentialsSource environment_provider();
 // The profile's aws_access_key_id, aws_secret_access_key and aws_session_token, from the
 // credentials file, else from the config file. Refuses a profile with one key of the pair, a
 // profile that needs a source not built yet (role_arn, credential_process, SSO, web identity), an
 // AWS_PROFILE that no file has, and a file it cannot read or parse.
-CredentialsProvider shared_files_provider();
+CredentialsSource shared_files_provider();
 // The providers above, in the SDKs' order.
-std::vector<CredentialsProvider> default_credentials_chain();
+std::vector<CredentialsSource> default_credentials_chain();
 
 // The first provider of `chain` that has credentials; throws CredentialsError.
 ResolvedCredentials resolve_credentials(const EnvLookup& env,
-                                        const std::vector<CredentialsProvider>& chain);
+                                        const std::vector<CredentialsSource>& chain);
 ResolvedCredentials resolve_credentials(const EnvLookup& env);
 
 struct ResolvedRegion {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "outbox/aws/credentials.hpp"
+#include "outbox/aws/credentials_provider.hpp"
 #include "outbox/aws/http_client.hpp"
 #include "outbox/aws/service_error.hpp"
 
@@ -30,8 +31,11 @@ namespace outbox::aws {
 struct EventBridgeConfig {
   std::string endpoint_url;  // https://events.eu-west-1.amazonaws.com, or a local http:// one
   std::string region;
+  // Fixed credentials; not used when credentials_provider is set.
   ResolvedCredentials credentials;
   HttpClientConfig http;
+  // Asked at every request (default_credentials_provider(): the SDKs' chain, refreshed).
+  std::shared_ptr<CredentialsProvider> credentials_provider;
 };
 
 struct PutEventsEntry {

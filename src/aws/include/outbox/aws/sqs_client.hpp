@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "outbox/aws/credentials.hpp"
+#include "outbox/aws/credentials_provider.hpp"
 #include "outbox/aws/http_client.hpp"
 #include "outbox/aws/service_error.hpp"
 
@@ -36,8 +37,11 @@ namespace outbox::aws {
 struct SqsConfig {
   std::string endpoint_url;  // https://sqs.eu-west-1.amazonaws.com, or a local http:// one
   std::string region;        // signs the requests
+  // Fixed credentials; not used when credentials_provider is set.
   ResolvedCredentials credentials;
   HttpClientConfig http;
+  // Asked at every request (default_credentials_provider(): the SDKs' chain, refreshed).
+  std::shared_ptr<CredentialsProvider> credentials_provider;
 };
 
 struct QueueAttributes {
