@@ -33,11 +33,15 @@
 #include "outbox/relay/progress_store.hpp"
 #include "outbox/relay/read_pacer.hpp"
 #include "outbox/relay/record_sink.hpp"
+#include "outbox/relay/run_machine.hpp"
 #include "outbox/relay/sink_factory.hpp"
 #include "outbox/relay/status_reporter.hpp"
 #include "outbox/relay/transactions.hpp"
 #include "outbox/relay/txn_machine.hpp"
+#include "progress_recorder.hpp"
 #include "publication_checker.hpp"
+#include "server_history.hpp"
+#include "slot_refusal.hpp"
 
 namespace outbox::relay {
 using common::now_unix_ms;
@@ -65,12 +69,6 @@ constexpr std::chrono::milliseconds kConfirmDelay{100};
 
 // Longest wait, before a reconnected stream starts, for the deliveries still in flight.
 constexpr std::chrono::seconds kSettleTimeout{5};
-
-// A progress record without a report this long is taken as lost and written again.
-constexpr std::chrono::seconds kProgressLost{30};
-constexpr std::size_t kProgressPendingMax = 64;
-// The progress topic could not be made: tried again this long after.
-constexpr std::chrono::seconds kProgressRetry{5};
 
 // Frames handled between two turns of the io_context.
 constexpr std::size_t kYieldFrames = 256;
@@ -102,8 +100,19 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
         backoff_timer_(io),
         delivery_watch_(io),
         rng_(std::random_device{}()),
-        progress_timer_(io),
         progress_wait_(io),
+        recorder_(io.get_executor(), config_.slot, log_,
+                  {[this] { return records_progress() && record_verified_; },
+                   [this] { return confirm_lsn(); }, [this] { return checkpoint_key(); },
+                   [this] { return server_.on_standby() ? std::nullopt : server_.last_timeline(); },
+                   [this] {
+                     status_.confirm_soon();
+                     if (wait_ == Wait::kChange) wake_.cancel();
+                     progress_wait_.cancel();
+                   },
+                   [this] {
+                     if (wait_ == Wait::kChange) wake_.cancel();  // flush_progress() waits
+                   }}),
         pipeline_(config_, *this, metrics_, log_),
         checker_(io.get_executor(), config_, pipeline_, metrics_, log_,
                  {[this] { return conn_ && !leaving(); }, [this] { return leaving(); },
@@ -122,7 +131,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   awaitable<int> run() {
     int attempt = 0;
     bool standby_logged = false;
-    while (!stopping_ && !fatal_) {
+    while (!run_.ending()) {
       bool streamed = false;
       std::string reason;
       if (!standby_logged) set_state(State::kConnecting, "connecting to PostgreSQL");
@@ -148,7 +157,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
         reason = e.what();
       } catch (const boost::system::system_error& e) {
         if (e.code() != asio::error::operation_aborted) {
-          if (!stopping_ && !fatal_) fail({kExitError, std::string("I/O error: ") + e.what()});
+          if (!run_.ending()) fail({kExitError, std::string("I/O error: ") + e.what()});
         } else if (!leaving()) {
           // Every cancel has an owner that expects it: a stop, a failure or a rewind (all three
           // end the session: leaving()), a due publication check (handled in stream()). One
@@ -167,7 +176,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
       status_.stop();
       delivery_watch_.cancel();
       checker_.cancel_timer();
-      if (exactly_once() && transactions_->phase() == TxnPhase::kOpen && !stopping_ && !fatal_ &&
+      if (exactly_once() && transactions_->phase() == TxnPhase::kOpen && !run_.ending() &&
           !pipeline_.rewinding()) {
         co_await transactions_->end_at_disconnect();
       }
@@ -175,7 +184,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
       pipeline_.on_disconnect();
       conn_.reset();
       checker_.disconnect();
-      if (stopping_ || fatal_) break;
+      if (run_.ending()) break;
       bool rewind_without_progress = false;
       if (pipeline_.rewinding()) {
         rewind();
@@ -184,6 +193,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
         rewind_without_progress = confirm_lsn() <= last_rewind_at_;
         last_rewind_at_ = confirm_lsn();
       }
+      run_.to(RunPhase::kConnecting);  // the next session
       ++metrics_.reconnects;
       if (metrics_.state != State::kStandby) set_state(State::kConnecting, reason);
       if (streamed && !rewind_without_progress) {
@@ -208,14 +218,14 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
           "again on the next start",
           config_.slot, pipeline_.tracker().inflight_events(), confirm_lsn().to_string());
     }
-    // Nothing may make a producer again (write_progress(), ensure_progress_topic()): a client
-    // made now would keep the io_context, and the process, running.
-    sink_closed_ = true;
+    // Nothing may make a producer again (ProgressRecorder's writes): a client made now would
+    // keep the io_context, and the process, running.
+    recorder_.close();
     producers_->reset();
-    if (fatal_) {
+    if (const std::optional<Fatal>& fatal = run_.fatal()) {
       log_->error("event=fatal slot={} exit_code={} confirmed={} error={}", config_.slot,
-                  fatal_->code, confirm_lsn().to_string(), quoted(fatal_->message));
-      co_return fatal_->code;
+                  fatal->code, confirm_lsn().to_string(), quoted(fatal->message));
+      co_return fatal->code;
     }
     log_->info("event=stopped slot={} confirmed={}", config_.slot, confirm_lsn().to_string());
     co_return kExitOk;
@@ -233,17 +243,16 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
     auto oldest = tracker.oldest_unacked_commit_time_ms();
     metrics_.oldest_unacked_age_seconds =
         oldest ? std::max<double>(0, static_cast<double>(now_unix_ms() - *oldest) / 1000.0) : 0;
-    metrics_.producer_healthy = !fatal_;
+    metrics_.producer_healthy = !run_.failed();
     return metrics_;
   }
 
   const RelayConfig& config() const { return config_; }
 
   void request_stop() {
-    if (stopping_) return;
+    if (!run_.request_stop()) return;
     set_state(State::kStopping, "stopping");
     log_->info("event=stopping slot={}", config_.slot);
-    stopping_ = true;
     // Half the shutdown timeout for reading to the end of the transaction at hand, the rest for
     // its deliveries (see finishing_transaction() and finish()).
     stop_read_deadline_ = Clock::now() + config_.shutdown_timeout / 2;
@@ -258,11 +267,12 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
                                   [this](const std::string& m) { on_producer_fatal(m); },
                                   [this](const std::string& m) { on_sink_refused(m); }};
     ProgressStore::Written written = [this](std::uint64_t seq, const std::string& error) {
-      on_progress_written(seq, error);
+      recorder_.on_written(seq, error);
     };
     SinkFactory::Parts parts =
         sinks_->make(io_.get_executor(), config_, std::move(handlers), std::move(written));
     progress_ = std::move(parts.progress);
+    recorder_.attach(progress_.get());
     producers_ = std::move(parts.sink);
   }
 
@@ -281,19 +291,26 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
     metrics_.state_reason = std::move(reason);
   }
 
+  // The first failure is the relay's (RunMachine); every one wakes every wait.
   void fail(Fatal f) override {
-    if (!fatal_) fatal_ = std::move(f);
+    run_.fail(std::move(f));
+    wake_all();
+  }
+  // The broker refused the relay's credentials or certificate: nothing more can be acknowledged.
+  void fail_refused(Fatal f) {
+    run_.fail(std::move(f), true);
     wake_all();
   }
 
-  // The session ends: stop, failure, or a rewind after a refused batch.
-  bool leaving() const override { return stopping_ || fatal_ || pipeline_.rewinding(); }
+  // The session ends: stop, failure, or a rewind after a refused batch (the Pipeline's, answered
+  // or not yet).
+  bool leaving() const override { return run_.ending() || pipeline_.rewinding(); }
 
   // A graceful stop (SIGTERM) reads on to the end of the PostgreSQL transaction at hand, within
   // --shutdown-timeout, so that what it delivered can be confirmed whole and a restarted relay
   // sends none of it again.
   bool finishing_transaction() const {
-    return stopping_ && !fatal_ && !pipeline_.rewinding() && pipeline_.in_transaction() &&
+    return run_.stopping() && !pipeline_.rewinding() && pipeline_.in_transaction() &&
            Clock::now() < stop_read_deadline_;
   }
   // The stream loop ends: leaving, unless a stop lets the transaction at hand finish.
@@ -312,17 +329,19 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   // A publication check is due or ended: the stream loop looks (a read wait is cut short only
   // for a check due or failed; see stream()).
   void wake_stream() {
-    if (reading_wait_ && conn_ && (checker_.due() || checker_.failed())) conn_->cancel();
-    if (waiting_) wake_.cancel();
+    if (wait_ == Wait::kReadable && conn_ && (checker_.due() || checker_.failed())) {
+      conn_->cancel();
+    }
+    if (wait_ == Wait::kChange) wake_.cancel();
   }
 
   // Waits until notified (a delivery, a stop) or `until`.
   awaitable<void> wait_for_change(Clock::time_point until) override {
-    waiting_ = true;
+    wait_ = Wait::kChange;
     wake_.expires_at(until);
     boost::system::error_code ec;
     co_await wake_.async_wait(asio::redirect_error(use_awaitable, ec));
-    waiting_ = false;
+    wait_ = Wait::kNone;
   }
 
   awaitable<void> session(bool& streamed) {
@@ -331,51 +350,16 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
     co_await conn_->connect(config_.conninfo, config_.connect_timeout);
     checker_.set_server(conn_->same_server_conninfo(config_.conninfo));
     pg::SystemInfo sys = co_await conn_->identify_system(config_.connect_timeout);
-    if (system_id_ && *system_id_ != sys.system_id) {
-      throw FatalError({kExitSlotLost, "connected to a different PostgreSQL system (id " +
-                                           sys.system_id + ", was " + *system_id_ +
-                                           "): the slot's history does not carry over"});
-    }
-    system_id_ = sys.system_id;
+    server_.identify(sys);
     const pg::ServerState server = co_await pg::inspect_server(*conn_, config_.connect_timeout);
-    check_standby(server);
-    // The timeline's ancestors and where each ended: WAL before that point is the same on both.
-    history_.clear();
+    server_.check_standby(server);
+    pg::TimelineHistory history;
     if (sys.timeline > 1) {
-      history_ = co_await conn_->timeline_history(sys.timeline, config_.connect_timeout);
+      history = co_await conn_->timeline_history(sys.timeline, config_.connect_timeout);
     }
-    // What Kafka acknowledged is in this server's WAL, unchanged, on the same timeline, and on a
-    // later one (a promotion) up to the point where it left the old one.
-    // The same running server as before (a standby the relay decoded on, promoted since) holds
-    // what it sent in its WAL, whatever its timeline now.
-    const bool same_server = server_start_ == server.postmaster_start;
-    server_start_ = server.postmaster_start;
-    bool history_continues = !timeline_ || *timeline_ == sys.timeline || same_server;
-    if (timeline_ && *timeline_ != sys.timeline && same_server) {
-      log_->warn(
-          "event=timeline_changed slot={} timeline={} was={} same_server=true: the server the "
-          "relay decodes on was promoted; what the broker acknowledged is in its WAL and is not "
-          "sent "
-          "again",
-          config_.slot, sys.timeline, *timeline_);
-    } else if (!history_continues) {
-      if (const std::optional<Lsn> at = switch_point(*timeline_)) {
-        history_continues = true;
-        const Lsn past = pipeline_.timeline_switched(*at);
-        if (past > *at) ghosts(*at, past, *timeline_);
-        log_->warn(
-            "event=timeline_changed slot={} timeline={} was={} switch_point={}: resuming at what "
-            "the broker acknowledged before it; nothing acknowledged is sent again",
-            config_.slot, sys.timeline, *timeline_, at->to_string());
-      } else {
-        log_->warn(
-            "event=timeline_changed slot={} timeline={} was={}: timeline {} is not in the new "
-            "one's history; events the broker acknowledged after the slot's position may be sent "
-            "again",
-            config_.slot, sys.timeline, *timeline_, *timeline_);
-      }
-    }
-    timeline_ = sys.timeline;
+    const bool history_continues = server_.follow_timeline(
+        sys, server, std::move(history), [this](Lsn at) { return pipeline_.timeline_switched(at); },
+        [this](Lsn from, Lsn to, std::uint32_t old) { ghosts(from, to, old); });
     const std::optional<pg::SlotState> found_slot = co_await ensure_publication_and_slot();
     // Before the stream starts, on every connect: refuse a publication that hides outbox inserts.
     co_await checker_.check();
@@ -394,8 +378,10 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
         [&](const std::string& v) { return conn_->quote_identifier(v); },
         !config_.mapper.message_prefix.empty());
     co_await conn_->start_replication(command, config_.connect_timeout);
-    had_slot_ = true;
+    server_.held_slot();
     streamed = true;
+    // A stop or failure that came meanwhile keeps its phase; the stream loop ends at once.
+    if (run_.phase() == RunPhase::kConnecting) run_.to(RunPhase::kStreaming);
     // Status updates from now on, also while Kafka is waited for below.
     status_.start();
     watch_deliveries();
@@ -435,38 +421,16 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
 
   // The checkpoint's key: the database system and the slot (a slot name is only unique there).
   std::string checkpoint_key() const override {
-    return progress_key(system_id_.value_or("?"), config_.slot);
-  }
-
-  // Decoding on a hot standby (PostgreSQL 16+): refused before 16, warned without
-  // hot_standby_feedback (the primary may vacuum catalog rows the slot needs: invalidated).
-  void check_standby(const pg::ServerState& server) {
-    on_standby_ = server.in_recovery;
-    if (!on_standby_) return;
-    if (server.version_num < 160000) {
-      throw FatalError({kExitError,
-                        "the server of --pg is a standby, and logical decoding on a standby needs "
-                        "PostgreSQL 16 or later: point --pg at the primary"});
-    }
-    if (server.hot_standby_feedback != "on" && !feedback_warned_) {
-      feedback_warned_ = true;
-      log_->warn(
-          "event=standby_without_feedback slot={}: decoding on a standby with "
-          "hot_standby_feedback = {}; the primary may remove catalog rows the slot needs and the "
-          "slot is then invalidated (exit code 4). Set hot_standby_feedback = on on the standby "
-          "(and primary_slot_name)",
-          config_.slot, server.hot_standby_feedback);
-    }
+    return progress_key(server_.system_id().value_or("?"), config_.slot);
   }
 
   // Transactions::Host.
-  bool decoding_on_standby() const override { return on_standby_; }
-  bool stopping() const override { return stopping_; }
-  bool holds_slot() const override { return !stopping_ && !fatal_ && conn_ && conn_->alive(); }
-  std::uint32_t timeline() const override { return timeline_.value_or(0); }
+  bool decoding_on_standby() const override { return server_.on_standby(); }
+  bool stopping() const override { return run_.stop_requested(); }
+  bool holds_slot() const override { return !run_.ending() && conn_ && conn_->alive(); }
+  std::uint32_t timeline() const override { return server_.timeline(); }
   std::optional<Lsn> switch_point(std::uint32_t old_timeline) const override {
-    const auto it = history_.find(old_timeline);
-    return it == history_.end() ? std::nullopt : std::optional<Lsn>(it->second);
+    return server_.switch_point(old_timeline);
   }
   // Kafka holds events of transactions the promoted server does not have: the old timeline's
   // between where the new one left it and what was acknowledged (or checkpointed). Said loudly,
@@ -483,7 +447,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
         from.to_string());
   }
   Clock::time_point stop_deadline() const override { return stop_deadline_; }
-  bool failed() const override { return fatal_.has_value(); }
+  bool failed() const override { return run_.failed(); }
   void waiting_for_broker(const std::string& reason) override {
     set_state(State::kConnecting, reason);
   }
@@ -507,64 +471,20 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   awaitable<std::optional<pg::SlotState>> ensure_publication_and_slot() {
     std::optional<pg::SlotState> found_slot;
     const auto& m = config_.mapper;
-    auto refused = [&](pg::BootstrapRefusal r, const std::optional<pg::SlotState>& slot) -> Fatal {
-      switch (r) {
-        case pg::BootstrapRefusal::kPublicationMissing:
-          if (on_standby_ && config_.create) {
-            return {kExitError, "publication " + config_.publication +
-                                    " does not exist, and the server of --pg is a standby "
-                                    "(read-only): create it on the primary (outbox-relay setup "
-                                    "--pg PRIMARY ...); it reaches the standby by replication"};
-          }
-          return {kExitError, "publication " + config_.publication +
-                                  " does not exist and --no-create was given"};
-        case pg::BootstrapRefusal::kSlotMissing:
-          return {kExitError, "replication slot " + config_.slot + " " + pg::slot_missing_words() +
-                                  " and --no-create was given"};
-        case pg::BootstrapRefusal::kSlotVanished:
-          return {kExitSlotLost,
-                  "replication slot " + config_.slot +
-                      " disappeared while the relay was using it; events committed after its last "
-                      "confirmed position " +
-                      confirm_lsn().to_string() +
-                      " may never reach the broker. Reconcile the outbox rows committed since then "
-                      "(outbox-relay reconcile --repair), then start the relay once with "
-                      "--accept-slot-loss, which creates the slot anew."};
-        case pg::BootstrapRefusal::kSlotDroppedMeanwhile:
-          return {kExitError, "replication slot " + config_.slot +
-                                  " was created by another connection while the relay created "
-                                  "it, and dropped again"};
-        case pg::BootstrapRefusal::kSlotNotPgoutput:
-          return {kExitError,
-                  "replication slot " + config_.slot + " " +
-                      pg::slot_not_pgoutput_words(slot ? slot->slot_type : "?",
-                                                  slot ? slot->plugin.value_or("") : "?")};
-        case pg::BootstrapRefusal::kSlotLost:
-          return {
-              kExitSlotLost,
-              "replication slot " + config_.slot + " " + pg::slot_lost_words() + ": " +
-                  pg::slot_lost_consequence() + " (confirmed_flush_lsn " +
-                  (slot && slot->confirmed_flush_lsn ? slot->confirmed_flush_lsn->to_string()
-                                                     : "?") +
-                  "; max_slot_wal_keep_size). Drop the slot, reconcile the outbox rows committed "
-                  "after that position (outbox-relay reconcile --repair), then start the relay "
-                  "once with --accept-slot-loss to create a new one."};
-      }
-      return {kExitError, "replication slot " + config_.slot + " cannot be used"};
-    };
     pg::BootstrapOptions options{publication_target(config_), config_.slot, config_.create,
-                                 had_slot_};
+                                 server_.had_slot()};
     const std::array<pg::BootstrapPart, 2> parts{pg::BootstrapPart::kPublication,
                                                  pg::BootstrapPart::kSlot};
     for (const pg::BootstrapPart part : parts) {
       options.part = part;
       // A standby is read-only: only the slot may be made there.
-      options.create = config_.create && !(on_standby_ && part == pg::BootstrapPart::kPublication);
+      options.create =
+          config_.create && !(server_.on_standby() && part == pg::BootstrapPart::kPublication);
       // A slot about to be created: first whether a slot of this name delivered before and is
       // gone (check_progress_record()). Once per process: a slot the relay had and lost while
       // running is kSlotVanished (exit 4) below.
-      const bool look_first =
-          part == pg::BootstrapPart::kSlot && options.create && !had_slot_ && progress_ != nullptr;
+      const bool look_first = part == pg::BootstrapPart::kSlot && options.create &&
+                              !server_.had_slot() && progress_ != nullptr;
       if (look_first) options.create = false;
       pg::BootstrapResult r =
           co_await pg::ensure_slot_and_publication(*conn_, options, config_.connect_timeout);
@@ -583,7 +503,10 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
             quoted(m.table.empty() ? "none" : common::QualifiedName{m.schema, m.table}.text()));
       }
       if (r.created_slot) log_->info("event=created_slot slot={}", config_.slot);
-      if (r.refusal) throw FatalError(refused(*r.refusal, r.slot));
+      if (r.refusal) {
+        throw FatalError(
+            slot_refusal(*r.refusal, r.slot, config_, server_.on_standby(), confirm_lsn()));
+      }
       if (accepted) co_await record_accepted(*accepted);
     }
     co_return found_slot;
@@ -596,15 +519,16 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
     std::string key = checkpoint_key();
     ProgressRead read = co_await progress_->read(std::move(key), config_.connect_timeout);
     if (read.refused) {
-      sink_refused_ = true;
-      throw FatalError({kExitError, read.error + "; " + producers_->refusal_advice() + "; " +
-                                        before + " did not go on"});
+      const Fatal refused{kExitError, read.error + "; " + producers_->refusal_advice() + "; " +
+                                          before + " did not go on"};
+      fail_refused(refused);
+      throw FatalError(refused);
     }
     if (!read.error.empty()) {
       throw BrokerUnavailable("reading the progress record of slot " + config_.slot + " in " +
                               progress_->where() + " before " + before + ": " + read.error);
     }
-    if (read.last && *read.last > progress_acked_) progress_acked_ = *read.last;
+    if (read.last) recorder_.read(*read.last);
     co_return read;
   }
 
@@ -675,7 +599,8 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
     if (!read.last) co_return std::nullopt;  // a first start (a bad value waits for creation)
     const Lsn recorded = *read.last;
     const Lsn confirmed = slot.confirmed_flush_lsn.value_or(Lsn{});
-    if (!on_standby_ && read.timeline && *read.timeline == sys.timeline && recorded > sys.xlogpos) {
+    if (!server_.on_standby() && read.timeline && *read.timeline == sys.timeline &&
+        recorded > sys.xlogpos) {
       loss_found(
           "server_behind_record_accepted",
           "the server's WAL ends at " + sys.xlogpos.to_string() + " on timeline " +
@@ -716,18 +641,18 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   // away is waited out here with backoff, on the same connection. Exactly-once awaits it before
   // KafkaTransactions::prepare(): nothing is committed, so the checkpoint cannot move past a gap
   // unseen. At-least-once runs it beside the stream: events are produced meanwhile, but neither
-  // the slot nor the record moves until it passed (slot_confirm_lsn(), write_progress()). Ends
+  // the slot nor the record moves until it passed (slot_confirm_lsn(), ProgressRecorder). Ends
   // with its session (`gen`), a stop or a failure; a loss found is the relay's failure.
   awaitable<void> verify_record(pg::SlotState slot, pg::SystemInfo sys, std::uint64_t gen) {
     // A stop or a failure lets a comparison under way finish (flush_progress() waits for it,
     // to record what was delivered), but nothing is tried again and no loss is recorded.
-    auto current = [&] { return gen == session_gen_ && !stopping_ && !fatal_; };
+    auto current = [&] { return gen == session_gen_ && !run_.ending(); };
     verifying_ = true;
     struct Done {
       Impl& self;
       ~Done() {
         self.verifying_ = false;
-        if (self.waiting_) self.wake_.cancel();
+        if (self.wait_ == Wait::kChange) self.wake_.cancel();
       }
     } done{*this};
     int attempt = 0;
@@ -743,7 +668,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
         log_->info("event=progress_verified slot={} store={} slot_confirmed={}", config_.slot,
                    quoted(progress_->where()),
                    slot.confirmed_flush_lsn.value_or(Lsn{}).to_string());
-        write_progress();
+        recorder_.write();
         co_return;
       } catch (const BrokerUnavailable& e) {
         error = e.what();
@@ -772,48 +697,23 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   // A loss accepted: the record moves to the slot's position at once, so that the next start
   // does not stop on the same loss again.
   awaitable<void> record_accepted(Lsn lsn) {
-    co_await ensure_progress_topic();
-    if (!progress_topic_ready_) {
+    co_await recorder_.ensure();
+    if (!recorder_.ready()) {
       throw BrokerUnavailable("making " + progress_->where() + " for the progress record of slot " +
                               config_.slot);
     }
-    progress_at_ = {};
-    write_progress(lsn);
+    recorder_.due_now();
+    recorder_.write(lsn);
     const auto deadline = Clock::now() + config_.connect_timeout;
-    while (progress_acked_ < lsn && !stopping_ && !fatal_ && Clock::now() < deadline) {
+    while (recorder_.acked() < lsn && !run_.ending() && Clock::now() < deadline) {
       co_await wait_progress(deadline);
     }
-    if (progress_acked_ < lsn && !stopping_ && !fatal_) {
+    if (recorder_.acked() < lsn && !run_.ending()) {
       throw BrokerUnavailable("writing the progress record of slot " + config_.slot + " to " +
                               progress_->where() + ": " +
-                              progress_error_.value_or("no acknowledgement"));
+                              recorder_.error().value_or("no acknowledgement"));
     }
     log_->info("event=progress_recorded slot={} lsn={}", config_.slot, lsn.to_string());
-  }
-
-  // The checkpoint topic, compacted (exactly-once also makes it in
-  // KafkaTransactions::prepare()). Kafka away: said, and tried again by the next record due.
-  awaitable<void> ensure_progress_topic() {
-    if (progress_ == nullptr || progress_topic_ready_ || sink_closed_) co_return;
-    const std::string error = co_await progress_->ensure(std::chrono::seconds(10));
-    if (error.empty()) {
-      progress_topic_ready_ = true;
-    } else if (error != progress_error_) {
-      progress_error_ = error;
-      log_->warn(
-          "event=progress_record_failed slot={} store={} error={}: the slot is confirmed once a "
-          "record is written",
-          config_.slot, quoted(progress_->where()), quoted(error));
-    }
-  }
-
-  // In the background, for write_progress(): the record is written once the topic is there.
-  awaitable<void> make_progress_topic() {
-    co_await ensure_progress_topic();
-    progress_topic_pending_ = false;
-    if (!progress_topic_ready_) progress_at_ = Clock::now();  // the next try after the interval
-    write_progress();
-    if (waiting_) wake_.cancel();  // flush_progress() waits for it
   }
 
   // At-least-once with Kafka: the slot is confirmed only through a position the progress record
@@ -825,83 +725,16 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   // progress, not past the last record Kafka acknowledged.
   Lsn slot_confirm_lsn() const {
     const Lsn c = confirm_lsn();
-    return records_progress() ? std::min(c, progress_acked_) : c;
-  }
-
-  // The progress record follows the confirmable position, at most every kProgressInterval
-  // (one small record; a timer writes the one due meanwhile). `lsn`: a position to record now.
-  void write_progress(std::optional<Lsn> lsn = std::nullopt) {
-    // Nothing before the slot was compared with the record: a record written now would hide
-    // a gap from the comparison.
-    if (!lsn && (!records_progress() || !record_verified_)) return;
-    if (sink_closed_) return;
-    const Lsn target = lsn.value_or(confirm_lsn());
-    const auto now = Clock::now();
-    if (!progress_topic_ready_) {
-      if (!progress_topic_pending_ && now - progress_at_ >= kProgressRetry) {
-        progress_topic_pending_ = true;
-        asio::co_spawn(io_, make_progress_topic(), asio::detached);
-      }
-      return;
-    }
-    // A report that never came (its producer was replaced): written again.
-    if (progress_written_ > progress_acked_ && now - progress_at_ > kProgressLost) {
-      progress_written_ = progress_acked_;
-    }
-    if (target <= progress_written_ || progress_timer_armed_) return;
-    if (now - progress_at_ < kProgressInterval) {
-      progress_timer_armed_ = true;
-      progress_timer_.expires_at(progress_at_ + kProgressInterval);
-      progress_timer_.async_wait([this](const boost::system::error_code& ec) {
-        progress_timer_armed_ = false;
-        if (!ec) write_progress();
-      });
-      return;
-    }
-    const std::string key = checkpoint_key();
-    const std::string value = progress_value(target, on_standby_ ? std::nullopt : timeline_);
-    const std::uint64_t seq = ++progress_seq_;
-    progress_at_ = now;  // a write not queued is tried again after the interval
-    if (!progress_->write(key, value, seq)) return;
-    if (progress_pending_.size() >= kProgressPendingMax) progress_pending_.pop_front();
-    progress_pending_.emplace_back(seq, target);
-    progress_written_ = target;
-  }
-
-  // A progress record's outcome (ProgressStore::Written): `error` empty when stored.
-  void on_progress_written(std::uint64_t seq, const std::string& error) {
-    std::optional<Lsn> lsn;
-    while (!progress_pending_.empty() && progress_pending_.front().first <= seq) {
-      if (progress_pending_.front().first == seq) lsn = progress_pending_.front().second;
-      progress_pending_.pop_front();
-    }
-    if (error.empty()) {
-      progress_error_.reset();
-      if (lsn && *lsn > progress_acked_) progress_acked_ = *lsn;
-      status_.confirm_soon();
-      if (waiting_) wake_.cancel();
-      progress_wait_.cancel();
-      return;
-    }
-    // Written again after the interval, when the next confirmation or the timer comes.
-    progress_written_ = progress_acked_;
-    if (error != progress_error_) {
-      log_->warn(
-          "event=progress_record_failed slot={} store={} error={}: the slot is confirmed once "
-          "a record is written",
-          config_.slot, quoted(progress_->where()), quoted(error));
-    }
-    progress_error_ = error;  // said once per distinct error
-    write_progress();
+    return records_progress() ? std::min(c, recorder_.acked()) : c;
   }
 
   // At a stop: the last confirmable position is recorded before the final confirmation, so that
   // the next start sends nothing delivered again. Bounded: `deadline`, at least a second.
   awaitable<void> flush_progress(Clock::time_point deadline) {
     // Only the relay's end: a rewind's session confirms again soon after.
-    if (!records_progress() || sink_refused_ || !(stopping_ || fatal_)) co_return;
+    if (!records_progress() || run_.broker_refused() || !run_.ending()) co_return;
     const Lsn target = confirm_lsn();
-    if (target <= progress_acked_) co_return;
+    if (target <= recorder_.acked()) co_return;
     const auto until = std::max(deadline, Clock::now() + std::chrono::seconds(1));
     // A stop soon after a start or a rewind, while verify_record() is under way: its comparison
     // ends first (nothing is recorded before it), when something was delivered since the start.
@@ -911,14 +744,13 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
       }
     }
     if (!record_verified_) co_return;
-    progress_timer_.cancel();
-    progress_timer_armed_ = false;
-    progress_at_ = {};
-    write_progress();
-    if (progress_written_ < target && !progress_topic_pending_) co_return;  // nothing under way
-    // Also while the topic is being made: its call holds the progress producer, which the stop
+    recorder_.cancel_timer();
+    recorder_.due_now();
+    recorder_.write();
+    if (recorder_.written() < target && !recorder_.making()) co_return;  // nothing under way
+    // Also while the store is being made: its call holds the progress producer, which the stop
     // is about to end.
-    while ((progress_acked_ < target || progress_topic_pending_) && Clock::now() < until) {
+    while ((recorder_.acked() < target || recorder_.making()) && Clock::now() < until) {
       co_await wait_for_change(until);
     }
   }
@@ -945,7 +777,9 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
         auto t0 = Clock::now();
         co_await wait_for_change(t0 + config_.status_interval);
         metrics_.backpressure_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-        if (!pipeline_.backpressured() && !stopping_) set_state(State::kStreaming, "");
+        if (!pipeline_.backpressured() && !run_.stop_requested()) {
+          set_state(State::kStreaming, "");
+        }
         continue;
       }
       std::optional<std::span<const std::byte>> frame = conn_->try_read();
@@ -976,10 +810,10 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
           // next check due cancel the next session's connect (event=unowned_cancel; before,
           // "I/O error: Operation canceled", exit 1, after a PostgreSQL crash).
           struct ReadingWait {
-            bool& flag;
-            explicit ReadingWait(bool& f) : flag(f) { flag = true; }
-            ~ReadingWait() { flag = false; }
-          } reading(reading_wait_);
+            Wait& wait;
+            explicit ReadingWait(Wait& w) : wait(w) { wait = Wait::kReadable; }
+            ~ReadingWait() { wait = Wait::kNone; }
+          } reading(wait_);
           co_await conn_->wait_readable();
         } catch (const boost::system::system_error& e) {
           if (e.code() != asio::error::operation_aborted ||
@@ -1033,17 +867,19 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   // may go on.
   void after_delivery() {
     confirm_soon();
-    if (pipeline_.fatal() && !fatal_) fail(*pipeline_.fatal());
-    if (pipeline_.rewinding() && !rewind_signalled_) {
-      rewind_signalled_ = true;  // once: the stop sequence's own waits must not be cut short
+    if (pipeline_.fatal() && !run_.failed()) fail(*pipeline_.fatal());
+    // Once per rewind (RunMachine::answer_rewind()): the stop sequence's own waits must not be
+    // cut short again.
+    if (pipeline_.rewinding() && run_.answer_rewind()) {
       // A sink that goes on (a delivery timed out; not a refused batch, which stops it) would
       // send the records queued behind the failed one when the broker answers again, ahead of
       // it. Exactly-once aborts the Kafka transaction instead: nothing of it becomes visible.
       if (!exactly_once() && !producers_->stopped()) producers_->halt();
       wake_all();
     }
-    if (waiting_ && ((transactions_ && transactions_->committing()) || !pipeline_.paused() ||
-                     leaving() || pipeline_.below_low_watermark())) {
+    if (wait_ == Wait::kChange &&
+        ((transactions_ && transactions_->committing()) || !pipeline_.paused() || leaving() ||
+         pipeline_.below_low_watermark())) {
       wake_.cancel();
     }
   }
@@ -1078,7 +914,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
       transactions_->on_fenced(message);
       return;
     }
-    if (stopping_) {
+    if (run_.stop_requested()) {
       fail({kExitError, producers_->client() + " fatal error while stopping: " + message});
       return;
     }
@@ -1095,17 +931,16 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   // standby with good credentials could not take over. Credentials are read at start, so only a
   // restart (by the supervisor, exit code 1) picks up a fixed --kafka-config or certificate.
   void on_sink_refused(const std::string& what) {
-    if (fatal_) return;
-    sink_refused_ = true;
-    fail({kExitError, what + "; " + producers_->refusal_advice() + "; slot " + config_.slot +
-                          " is not confirmed past " + confirm_lsn().to_string()});
+    if (run_.failed()) return;
+    fail_refused({kExitError, what + "; " + producers_->refusal_advice() + "; slot " +
+                                  config_.slot + " is not confirmed past " +
+                                  confirm_lsn().to_string()});
   }
 
   void rewind() {
     producers_->renew();  // reports still due are dropped: those records are sent again
     if (transactions_) transactions_->producers_renewed();
     pipeline_.rewound();
-    rewind_signalled_ = false;
   }
 
   // -X message.timeout.ms, at-least-once: the relay's deadline, not librdkafka's (which fails the
@@ -1136,7 +971,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   void confirm_soon() {
     if (!conn_ || leaving()) return;
     if (pipeline_.waiting_for_check()) checker_.schedule();
-    write_progress();
+    recorder_.write();
     status_.confirm_soon();
   }
 
@@ -1161,7 +996,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
       log_->debug("event=confirmed slot={} lsn={} received={}", config_.slot, p.flush.to_string(),
                   pipeline_.received().to_string());
     }
-    write_progress();
+    recorder_.write();
     return true;
   }
 
@@ -1173,8 +1008,8 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   awaitable<void> final_check() {
     // A stop, or a poison event (exit 3): what was delivered before it is confirmed. Not after a
     // publication problem (exit 5) or any other failure.
-    const bool poison = fatal_ && fatal_->code == kExitPoisonEvent;
-    if (!(stopping_ && !fatal_) && !poison) co_return;
+    const bool poison = run_.failed() && run_.fatal()->code == kExitPoisonEvent;
+    if (!run_.stopping() && !poison) co_return;
     if (pipeline_.rewinding() || !pipeline_.waiting_for_check()) co_return;
     co_await checker_.await_background(true);
     checker_.disconnect();
@@ -1191,14 +1026,15 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   // Stop sequence: reading has stopped; flush deliveries with a deadline, confirm what was
   // acknowledged, end the copy, close.
   awaitable<void> finish() {
-    const auto deadline = stopping_ ? stop_deadline_ : Clock::now() + config_.shutdown_timeout;
+    const auto deadline =
+        run_.stop_requested() ? stop_deadline_ : Clock::now() + config_.shutdown_timeout;
     // Nothing more can be acknowledged when the broker refuses the relay's credentials.
-    while (!sink_refused_ && producers_->queued() > 0 && Clock::now() < deadline) {
+    while (!run_.broker_refused() && producers_->queued() > 0 && Clock::now() < deadline) {
       co_await wait_for_change(deadline);
     }
     if (exactly_once() && transactions_->phase() == TxnPhase::kOpen) {
       // Whole PostgreSQL transactions commit; a part of one is aborted and sent again next time.
-      if (!fatal_ && !pipeline_.rewinding() && transactions_->commit_due(true)) {
+      if (!run_.failed() && !pipeline_.rewinding() && transactions_->commit_due(true)) {
         co_await transactions_->commit();
       } else if (transactions_->records() > 0 || pipeline_.in_transaction()) {
         co_await transactions_->abort();
@@ -1208,7 +1044,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
     co_await flush_progress(deadline);
     send_status_now();
     status_.stop();
-    progress_timer_.cancel();
+    recorder_.cancel_timer();
     log_->info("event=final_confirm slot={} lsn={} unacknowledged={}", config_.slot,
                slot_confirm_lsn().to_string(), pipeline_.tracker().inflight_events());
     try {
@@ -1236,41 +1072,25 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   bool gap_repair_unused_ = !config_.gap_repaired.empty();
   Clock::time_point last_report_;  // the last delivery report, or the first record since
   std::mt19937_64 rng_;
-  bool reading_wait_ = false;  // stream() waits on the replication socket
-  bool waiting_ = false;
-  bool stopping_ = false;
-  bool had_slot_ = false;
-  std::optional<Fatal> fatal_;
-  std::optional<std::string> system_id_;
-  std::optional<std::uint32_t> timeline_;  // of the last session
-  std::string server_start_;               // its server's pg_postmaster_start_time()
-  bool on_standby_ = false;                // its server is a hot standby
-  bool feedback_warned_ = false;
-  pg::TimelineHistory history_;           // of timeline_ (empty on timeline 1)
+  // The life-cycle: connecting, streaming, rewinding, stopping, failed (run_machine.hpp).
+  RunMachine run_;
+  // What the session's coroutine awaits, for whoever would cut the wait short: the replication
+  // socket (stream(); wake_stream() cancels it for a publication check) or a change
+  // (wait_for_change(); a delivery, a stop, a progress record).
+  enum class Wait { kNone, kReadable, kChange };
+  Wait wait_ = Wait::kNone;
+  // The server across sessions: system, timeline and history, standby, the slot held.
+  ServerHistory server_{config_.slot, log_};
   Clock::time_point stop_read_deadline_;  // see finishing_transaction()
   Clock::time_point stop_deadline_;       // a stop's end (--shutdown-timeout after it began)
-  bool rewind_signalled_ = false;
-  bool sink_refused_ = false;  // the broker refused the credentials or certificate: exiting
-  // The progress record (progress_record.hpp): read on its own thread before a slot is created;
-  // at-least-once writes it (write_progress()).
-  bool progress_topic_ready_ = false;
-  bool progress_topic_pending_ = false;  // make_progress_topic() under way
-  bool sink_closed_ = false;             // run() ended: the producers are gone for good
-  bool record_verified_ = false;         // the slot was compared with the record this session
-  bool verifying_ = false;               // verify_record() runs
-  Lsn session_from_;                     // the slot's confirmed position when the session began
+  bool record_verified_ = false;          // the slot was compared with the record this session
+  bool verifying_ = false;                // verify_record() runs
+  Lsn session_from_;                      // the slot's confirmed position when the session began
   std::uint64_t session_gen_ = 0;
-  Lsn progress_written_;  // the last record produced
-  Lsn progress_acked_;    // the last record Kafka acknowledged (or read at start)
-  Clock::time_point progress_at_;
-  std::optional<std::string> progress_error_;
-  std::uint64_t progress_seq_ = 0;
-  std::deque<std::pair<std::uint64_t, Lsn>> progress_pending_;  // records awaiting a report
-  asio::steady_timer progress_timer_;
   asio::steady_timer progress_wait_;  // wait_progress()
-  bool progress_timer_armed_ = false;
-  Lsn last_rewind_at_;  // confirmed position at the last rewind  // wake_all() ran for the rewind
-                        // under way
+  // At-least-once: the progress record written as the slot is confirmed (progress_recorder.hpp).
+  ProgressRecorder recorder_;
+  Lsn last_rewind_at_;  // confirmed position at the last rewind
   Metrics metrics_;
   Pipeline pipeline_;           // it refers to config_, metrics_ and the producers (as its Sink)
   PublicationChecker checker_;  // it refers to the pipeline
