@@ -116,11 +116,14 @@ provision() {
   local marker="$DATA/.outbox-provisioned"
   [ "$(cat "$marker" 2>/dev/null)" = "$provision_sum" ] && return 0
   log "provisioning SCRAM users and ACLs"
+  # Each tool is a JVM of its own; when the lanes' brokers all start at once on 2 cores (and
+  # more runs beside them) one took over 60 s to start and was killed: generous, still bounded.
+  local PROVISION_TIMEOUT=${OUTBOX_KAFKA_TOOL_TIMEOUT:-180}
   if [ ! -f "$DATA/.outbox-scram-at-format" ]; then
     for user in "$RELAY_USER" admin; do
       name=relay
       [ "$user" = admin ] && name="admin"
-      KAFKA_TOOL_TIMEOUT=60 kafka_tool kafka.admin.ConfigCommand \
+      KAFKA_TOOL_TIMEOUT=$PROVISION_TIMEOUT kafka_tool kafka.admin.ConfigCommand \
         --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
         --alter --entity-type users --entity-name "$user" \
         --add-config "SCRAM-SHA-512=[password=$(secret "$name")]" >/dev/null ||
@@ -130,7 +133,7 @@ provision() {
   # The relay's principal: its topics (outbox.event.*, outbox.dlq*) and nothing else. Create:
   # topics are auto-created on first use. Write implies Describe (metadata) and, since Kafka
   # 2.8, the idempotent producer's IdempotentWrite.
-  KAFKA_TOOL_TIMEOUT=60 kafka_tool org.apache.kafka.tools.AclCommand \
+  KAFKA_TOOL_TIMEOUT=$PROVISION_TIMEOUT kafka_tool org.apache.kafka.tools.AclCommand \
     --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
     --add --allow-principal "User:$RELAY_USER" --operation Write --operation Create \
     --operation Describe --resource-pattern-type prefixed \
@@ -138,18 +141,18 @@ provision() {
     die "could not add the ACLs of User:$RELAY_USER"
   # --delivery exactly-once: its transactional.id (outbox-relay.SLOT) and its checkpoint topic
   # (outbox-relay.checkpoints, read back at start with a group id the reader never joins).
-  KAFKA_TOOL_TIMEOUT=60 kafka_tool org.apache.kafka.tools.AclCommand \
+  KAFKA_TOOL_TIMEOUT=$PROVISION_TIMEOUT kafka_tool org.apache.kafka.tools.AclCommand \
     --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
     --add --allow-principal "User:$RELAY_USER" --operation Write --operation Describe \
     --resource-pattern-type prefixed --transactional-id outbox-relay. >/dev/null ||
     die "could not add the transactional.id ACLs of User:$RELAY_USER"
-  KAFKA_TOOL_TIMEOUT=60 kafka_tool org.apache.kafka.tools.AclCommand \
+  KAFKA_TOOL_TIMEOUT=$PROVISION_TIMEOUT kafka_tool org.apache.kafka.tools.AclCommand \
     --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
     --add --allow-principal "User:$RELAY_USER" --operation Read --operation Write \
     --operation Create --operation Describe --resource-pattern-type prefixed \
     --topic outbox-relay. >/dev/null ||
     die "could not add the checkpoint topic ACLs of User:$RELAY_USER"
-  KAFKA_TOOL_TIMEOUT=60 kafka_tool org.apache.kafka.tools.AclCommand \
+  KAFKA_TOOL_TIMEOUT=$PROVISION_TIMEOUT kafka_tool org.apache.kafka.tools.AclCommand \
     --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
     --add --allow-principal "User:$RELAY_USER" --operation Read --operation Describe \
     --resource-pattern-type prefixed --group outbox-relay >/dev/null ||

@@ -173,9 +173,15 @@ kafka_tool() {
   shift
   local prefix=()
   [ -n "${KAFKA_TOOL_TIMEOUT:-}" ] && prefix=(timeout -k 5 "$KAFKA_TOOL_TIMEOUT")
+  local rc=0
   "${prefix[@]}" java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto \
     -Dlog4j2.configurationFile="$KAFKA_DIR/tools-log4j2.properties" \
-    -cp "$KAFKA_LIBS/*" "$cls" "$@"
+    -cp "$KAFKA_LIBS/*" "$cls" "$@" || rc=$?
+  # timeout(1) kills silently: say so, or a slow machine reads as a refused command.
+  if [ -n "${KAFKA_TOOL_TIMEOUT:-}" ] && { [ $rc -eq 124 ] || [ $rc -eq 137 ]; }; then
+    echo "[kafka_tool] ${cls##*.} killed after ${KAFKA_TOOL_TIMEOUT} s" >&2
+  fi
+  return $rc
 }
 
 # ---- NATS (JetStream) -------------------------------------------------------------------
