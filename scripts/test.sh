@@ -17,8 +17,8 @@
 #   nats         ctest -L nats: the JetStream publisher, and the relay publishing to it (--nats)
 #   aws          ctest -L aws: the SQS and EventBridge clients against moto's server
 #                (scripts/aws-up.sh: one server for the run, not per lane; stopped at the end
-#                when this run started it), and the relay publishing to EventBridge, on the
-#                pg15 lanes (their PostgreSQL)
+#                when this run started it), and the relay publishing to SQS and EventBridge,
+#                on the pg15 lanes (their PostgreSQL)
 #   package      ctest -L package: the Debian package installed with dpkg (needs root or sudo)
 #   asan         the unit tests built with ASan+UBSan in build-asan/ and run there
 #   fuzz         the libFuzzer target fuzz_decoder built with clang in build-fuzz/, run for

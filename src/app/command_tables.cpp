@@ -380,6 +380,44 @@ Table run_flags(Options& o) {
   };
   rest.insert(rest.end(), std::make_move_iterator(eventbridge.begin()),
               std::make_move_iterator(eventbridge.end()));
+  Table sqs = {
+      flags::text("--sqs", "QUEUE_URL", s.sqs.queue_url,
+                  "Amazon SQS queue to publish to instead of --brokers (a FIFO queue:\n"
+                  "MessageGroupId = the key, MessageDeduplicationId = the event id;\n"
+                  "docs/aws.md); no progress record (SQS cannot be read back)"),
+      flags::text("--sqs-dlq", "QUEUE_URL", s.sqs.dlq_queue_url,
+                  "SQS dead-letter queue for --on-error dlq with --sqs (required then)"),
+
+      flags::duration("--sqs-timeout", s.sqs.timeout,
+                      "with --sqs: a call's deadline, and the longest wait for an answer\n"
+                      "while records wait before the relay rewinds and sends again what SQS\n"
+                      "has not acknowledged (default 30s)",
+                      {milliseconds(100), Below::kInvalid}),
+      flags::count("--sqs-max-calls", s.sqs.max_calls,
+                   "with --sqs: SendMessageBatch calls in flight at once, each on a\n"
+                   "keep-alive connection (default 8)"),
+  };
+  rest.insert(rest.end(), std::make_move_iterator(sqs.begin()), std::make_move_iterator(sqs.end()));
+  // One region and endpoint for whichever AWS sink runs (check_sink() refuses them without one).
+  Table aws = {
+      {"--aws-region", "REGION",
+       "with --sqs or --eventbridge: the AWS region that signs the requests\n"
+       "(default: AWS_REGION, AWS_DEFAULT_REGION, the profile's, else the queue\n"
+       "URL's or the bus ARN's)",
+       [&s](const std::string&, const std::string& v) {
+         s.sqs.region = v;
+         s.eventbridge.region = v;
+       }},
+      {"--aws-endpoint", "URL",
+       "with --sqs or --eventbridge: the service's endpoint (default:\n"
+       "AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL_EVENTS, then AWS_ENDPOINT_URL,\n"
+       "else SQS's queue URL's scheme and host, EventBridge's regional endpoint)",
+       [&s](const std::string&, const std::string& v) {
+         s.sqs.endpoint_url = v;
+         s.eventbridge.endpoint_url = v;
+       }},
+  };
+  rest.insert(rest.end(), std::make_move_iterator(aws.begin()), std::make_move_iterator(aws.end()));
   rest.push_back(help_flag(o.help));
   rest.push_back(flags::stop("--version", o.version, "print the version"));
   table.insert(table.end(), std::make_move_iterator(rest.begin()),

@@ -78,6 +78,64 @@ const char* kafka_flag_given(const Options& o) {
   return nullptr;
 }
 
+// http:// or https://, a host, and a path: what an SQS queue URL is.
+void check_queue_url(const char* flag, const std::string& url) {
+  const auto scheme = url.find("://");
+  const bool http = scheme != std::string::npos &&
+                    (url.compare(0, scheme, "http") == 0 || url.compare(0, scheme, "https") == 0);
+  const auto path = http ? url.find('/', scheme + 3) : std::string::npos;
+  if (!http || path == scheme + 3 || path == std::string::npos || path + 1 >= url.size()) {
+    throw flags::rejected(flag, "\"" + url.substr(0, 200) +
+                                    "\" is not a queue URL "
+                                    "(https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)");
+  }
+}
+
+// Amazon SQS (--sqs): no flag of another sink; its dead-letter queue with --on-error dlq.
+void check_sqs_sink(const Options& o) {
+  const auto& r = o.relay;
+  const auto& s = o.sinks.sqs;
+  if (s.queue_url.empty()) {
+    if (!s.dlq_queue_url.empty()) throw flags::rejected("--sqs-dlq", "needs --sqs");
+    return;
+  }
+  if (!o.sinks.nats.urls.empty()) {
+    throw flags::rejected("--sqs", "cannot be used with --nats (one sink)");
+  }
+  if (const char* kafka_flag = kafka_flag_given(o)) {
+    throw flags::rejected("--sqs", std::string("cannot be used with ") + kafka_flag +
+                                       " (a Kafka setting; a FIFO queue drops re-sent events "
+                                       "by MessageDeduplicationId instead)");
+  }
+  check_queue_url("--sqs", s.queue_url);
+  if (!s.dlq_queue_url.empty()) {
+    check_queue_url("--sqs-dlq", s.dlq_queue_url);
+    if (r.on_error != relay::OnError::kDlq) {
+      throw flags::rejected("--sqs-dlq", "needs --on-error dlq");
+    }
+  } else if (r.on_error == relay::OnError::kDlq) {
+    throw flags::rejected("--on-error", "dlq with --sqs needs --sqs-dlq QUEUE_URL");
+  }
+}
+
+// --aws-region and --aws-endpoint: for the AWS sinks only; an endpoint is a URL.
+void check_aws_flags(const Options& o) {
+  const auto& s = o.sinks.sqs;  // the flags fill the SQS and EventBridge options alike
+  if (o.sinks.sqs.queue_url.empty() && o.sinks.eventbridge.bus.empty()) {
+    if (!s.region.empty()) throw flags::rejected("--aws-region", "needs --sqs or --eventbridge");
+    if (!s.endpoint_url.empty()) {
+      throw flags::rejected("--aws-endpoint", "needs --sqs or --eventbridge");
+    }
+  }
+  if (!s.queue_url.empty() && !o.sinks.eventbridge.bus.empty()) {
+    throw flags::rejected("--sqs", "cannot be used with --eventbridge (one sink)");
+  }
+  if (!s.endpoint_url.empty() && s.endpoint_url.find("://") == std::string::npos) {
+    throw flags::rejected("--aws-endpoint", "\"" + s.endpoint_url.substr(0, 200) +
+                                                "\" is not an http:// or https:// URL");
+  }
+}
+
 // Amazon EventBridge (--eventbridge): no flag of another sink; a bus name or ARN; its dead-letter
 // bus only with --on-error dlq.
 void check_eventbridge_sink(const Options& o) {
@@ -113,12 +171,14 @@ void check_eventbridge_sink(const Options& o) {
   }
 }
 
-// One sink: Kafka (--brokers), NATS JetStream (--nats) or Amazon EventBridge (--eventbridge), and
-// no flag of another.
+// One sink: Kafka (--brokers), NATS JetStream (--nats), Amazon SQS (--sqs) or Amazon EventBridge
+// (--eventbridge), and no flag of another.
 void check_sink(const Options& o) {
   const auto& n = o.sinks.nats;
+  check_aws_flags(o);
+  check_sqs_sink(o);
   check_eventbridge_sink(o);
-  if (!o.sinks.eventbridge.bus.empty()) return;
+  if (!o.sinks.sqs.queue_url.empty() || !o.sinks.eventbridge.bus.empty()) return;
   if (n.urls.empty()) {
     if (o.sinks.kafka.brokers.empty())
       throw flags::rejected("--brokers", "required (HOST:PORT[,...])");
@@ -168,6 +228,10 @@ void check_run(const Options& o) {
       throw flags::rejected("--gap-repair-column",
                             "needs --brokers (the repair reads Kafka back; EventBridge cannot be "
                             "read)");
+    }
+    if (!o.sinks.sqs.queue_url.empty()) {
+      throw flags::rejected("--gap-repair-column",
+                            "needs --brokers (the repair reads Kafka back; SQS cannot be read)");
     }
     if (!o.sinks.nats.urls.empty()) {
       throw flags::rejected("--gap-repair-column",

@@ -23,6 +23,7 @@
 #include "outbox/app/options.hpp"
 #include "outbox/app/prometheus.hpp"
 #include "outbox/aws/eventbridge_publisher.hpp"
+#include "outbox/aws/sqs_publisher.hpp"
 #include "outbox/common/log_text.hpp"
 #include "outbox/common/qualified_name.hpp"
 #include "outbox/kafka/producer.hpp"
@@ -198,6 +199,9 @@ int run_relay(const outbox::app::Options& options) {
   } catch (const outbox::aws::EventBridgeConfigError& e) {
     std::fprintf(stderr, "outbox-relay: EventBridge configuration (--eventbridge*, AWS_*): %s\n",
                  e.what());
+    return outbox::relay::kExitUsage;
+  } catch (const outbox::aws::SqsConfigError& e) {
+    std::fprintf(stderr, "outbox-relay: SQS configuration (--sqs, --aws-*): %s\n", e.what());
     return outbox::relay::kExitUsage;
   } catch (const outbox::aws::CredentialsError& e) {
     // The message names every source asked and why it had none, never a secret.

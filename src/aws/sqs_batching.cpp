@@ -136,11 +136,12 @@ MappedMessage map_record(const sink::Record& record, bool fifo, std::size_t max_
   if (!id.empty()) first.emplace_back("id", id);
   if (type && !type->empty()) first.emplace_back("type", *type);
   if (record.key && !record.key->empty()) first.emplace_back(kKeyAttribute, *record.key);
+  if (!record.topic.empty()) first.emplace_back(kTopicAttribute, record.topic);
   if (body_encoding) first.emplace_back(kBodyAttribute, *body_encoding);
   for (const sink::Header& h : record.headers) {
     if (h.name == "id" || h.name == "type" || !h.value || h.value->empty()) continue;
-    const bool reserved =
-        h.name == kKeyAttribute || h.name == kBodyAttribute || h.name == kHeadersAttribute;
+    const bool reserved = h.name == kKeyAttribute || h.name == kTopicAttribute ||
+                          h.name == kBodyAttribute || h.name == kHeadersAttribute;
     if (reserved || !sqs_attribute_name(h.name)) {
       packed.emplace_back(h.name, *h.value);
     } else if (h.name.starts_with("outbox.")) {

@@ -24,6 +24,7 @@ namespace outbox::aws {
 inline constexpr std::string_view kBodyAttribute = "outbox.body";        // base64, null, empty
 inline constexpr std::string_view kHeadersAttribute = "outbox.headers";  // the rest, as JSON
 inline constexpr std::string_view kKeyAttribute = "key";
+inline constexpr std::string_view kTopicAttribute = "topic";  // the rendered --topic
 
 // Text SQS takes in a body or a String attribute: valid UTF-8 of XML's characters (#x9, #xA,
 // #xD, #x20-#xD7FF, #xE000-#xFFFD, #x10000-#x10FFFF).
@@ -51,7 +52,7 @@ struct MappedMessage {
 //   outbox.body=empty (SQS refuses an empty body).
 // - FIFO: MessageGroupId = sqs_id_for(key), or of the topic for a record without key;
 //   MessageDeduplicationId = sqs_id_for(the id header), or, without one, of topic, key and value.
-// - attributes: id, type, key (String; Binary when a value is not SQS text), outbox.body,
+// - attributes: id, type, key, topic (String; Binary when a value is not SQS text), outbox.body,
 //   headers named outbox.*, then the other headers in order; a header with a NULL or empty value
 //   is left out (SQS refuses an empty attribute). Past SQS's 10, and for a header whose name SQS
 //   refuses, the 10th attribute is outbox.headers: a JSON object of the rest (name -> value), so

@@ -6,6 +6,7 @@
 #include "nats_publishers.hpp"
 #include "outbox/sinks/sinks.hpp"
 #include "progress_stores.hpp"
+#include "sqs_publishers.hpp"
 
 namespace outbox::sinks {
 using relay::SinkFactory;
@@ -111,9 +112,40 @@ class EventBridgeSinkFactory : public SinkFactory {
   aws::EventBridgeSinkOptions options_;
 };
 
+class SqsSinkFactory : public SinkFactory {
+ public:
+  explicit SqsSinkFactory(aws::SqsSinkOptions sqs) : sqs_(std::move(sqs)) {}
+
+  // No progress store: SQS cannot be read back, so the slot alone is the relay's memory
+  // (docs/aws.md), as with exactly-once.
+  Parts make(boost::asio::any_io_executor executor, const relay::RelayConfig& config,
+             relay::RecordSink::Handlers handlers, relay::ProgressStore::Written) override {
+    Parts parts;
+    parts.sink = std::make_unique<SqsPublishers>(
+        executor, sqs_, config.on_error == relay::OnError::kDlq ? config.dlq_topic : "",
+        std::move(handlers));
+    return parts;
+  }
+
+  // SQS has no transactions (the flags refuse --delivery exactly-once with --sqs).
+  std::unique_ptr<relay::Transactions> transactions(const relay::RelayConfig&, relay::Pipeline&,
+                                                    relay::Metrics&,
+                                                    std::shared_ptr<spdlog::logger>,
+                                                    relay::Transactions::Host&) override {
+    return nullptr;
+  }
+
+  // One queue whatever the topic: nothing lasts per topic.
+  bool bounds_topics() const override { return false; }
+
+ private:
+  aws::SqsSinkOptions sqs_;
+};
+
 }  // namespace
 
 std::unique_ptr<SinkFactory> make_sink_factory(SinkConfig config) {
+  if (!config.sqs.queue_url.empty()) return std::make_unique<SqsSinkFactory>(std::move(config.sqs));
   if (!config.eventbridge.bus.empty()) {
     return std::make_unique<EventBridgeSinkFactory>(std::move(config.eventbridge));
   }

@@ -41,8 +41,9 @@ inline std::string unique_name(std::string_view prefix) {
          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
-class SqsMoto : public ::testing::Test {
- protected:
+// Calls to moto with the test key, each run to its answer on io_.
+class SqsAdmin {
+ public:
   boost::asio::io_context io_;
 
   aws::SqsConfig config(std::string secret_suffix = "") {
@@ -172,5 +173,7 @@ class SqsMoto : public ::testing::Test {
     return std::move(*result);
   }
 };
+
+class SqsMoto : public ::testing::Test, public SqsAdmin {};
 
 }  // namespace outbox_test

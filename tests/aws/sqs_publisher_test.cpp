@@ -120,8 +120,10 @@ TEST_F(SqsPublisherMoto, FifoQueueGetsEveryRecordOnceInOrderPerGroup) {
   aws::SqsClient admin(io_.get_executor(), config());
   const std::string url =
       create_queue(admin, unique_name("pub") + ".fifo", {{"FifoQueue", "true"}});
-  auto publisher = make(publisher_config(url));
-  // OUTBOX_SQS_EVENTS and OUTBOX_SQS_GROUPS make it a throughput measure (docs/aws.md).
+  const int calls = env_int("OUTBOX_SQS_CALLS", 8);
+  auto publisher = make(publisher_config(url, static_cast<std::size_t>(calls)));
+  // OUTBOX_SQS_EVENTS, OUTBOX_SQS_GROUPS and OUTBOX_SQS_CALLS (calls in flight) make it a
+  // throughput measure (docs/aws.md).
   const int event_count = env_int("OUTBOX_SQS_EVENTS", 120);
   const int group_count = env_int("OUTBOX_SQS_GROUPS", 40);
   Events events("outbox.event.order", event_count, group_count);
@@ -136,9 +138,9 @@ TEST_F(SqsPublisherMoto, FifoQueueGetsEveryRecordOnceInOrderPerGroup) {
   EXPECT_EQ(publisher->queued(), 0u);
   std::printf(
       "[ figure ] %d events over %d groups in %.2f s: %.0f events/s, %zu calls (%zu "
-      "connections: moto closes each), 8 calls in flight at most\n",
+      "connections: moto closes each), %d calls in flight at most\n",
       event_count, group_count, seconds, event_count / seconds, publisher->calls(),
-      publisher->connections_opened());
+      publisher->connections_opened(), calls);
 
   // The relay after a crash sends again what was not confirmed: the queue drops it (same
   // deduplication ids, within five minutes), and the publisher counts it delivered. (moto

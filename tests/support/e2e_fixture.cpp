@@ -13,7 +13,7 @@ using namespace std::chrono_literals;
 
 void E2eTest::SetUp() {
   try {
-    const Services services = require_services(!names_.nats && !names_.eventbridge);
+    const Services services = require_services(!names_.nats && !names_.eventbridge && !names_.sqs);
     conninfo_ = services.conninfo;
     brokers_ = services.brokers;
     relay_bin_ = services.relay_bin;
@@ -82,9 +82,11 @@ std::vector<std::string> E2eTest::relay_args() const {
   std::vector<std::string> args = {"--pg",
                                    conninfo_,
                                    names_.eventbridge ? "--eventbridge"
+                                   : names_.sqs       ? "--sqs"
                                    : names_.nats      ? "--nats"
                                                       : "--brokers",
                                    names_.eventbridge ? eventbridge_bus_
+                                   : names_.sqs       ? sqs_queue_url_
                                    : names_.nats      ? nats_
                                                       : brokers_,
                                    "--slot",

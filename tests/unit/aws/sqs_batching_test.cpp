@@ -37,7 +37,8 @@ TEST(SqsMapping, FifoMessageOfAnOutboxEvent) {
   EXPECT_EQ(m.entry.group_id, "order-42");
   EXPECT_EQ(m.entry.deduplication_id, "6c1f0e0e-1a4b-4c55-9b9e-0d3f5c2d7a10");
   auto a = by_name(m.entry);
-  ASSERT_EQ(a.size(), 3u);  // NULL and empty headers left out
+  ASSERT_EQ(a.size(), 4u);  // NULL and empty headers left out
+  EXPECT_EQ(a["topic"].value, "outbox.event.order");
   EXPECT_EQ(a["id"].value, "6c1f0e0e-1a4b-4c55-9b9e-0d3f5c2d7a10");
   EXPECT_EQ(a["type"].value, "OrderCreated");
   EXPECT_EQ(a["key"].value, "order-42");
@@ -129,6 +130,7 @@ TEST(SqsMapping, PastTenAttributesTheRestGoesInOutboxHeaders) {
   EXPECT_EQ(m.entry.attributes[0].name, "id");
   EXPECT_EQ(m.entry.attributes[1].name, "type");
   EXPECT_EQ(m.entry.attributes[2].name, "key");
+  EXPECT_EQ(m.entry.attributes[3].name, "topic");
   EXPECT_EQ(m.entry.attributes[9].name, "outbox.headers");
   // Every header is somewhere: nothing dropped.
   std::set<std::string> seen;

@@ -40,6 +40,9 @@ struct E2eNames {
   // The relays publish to Amazon EventBridge (--eventbridge E2eTest::eventbridge_bus_, moto in
   // tests/aws): no Kafka needed either.
   bool eventbridge = false;
+  // The relays publish to Amazon SQS (--sqs E2eTest::sqs_queue_url_, moto in tests/aws): no
+  // Kafka needed either.
+  bool sqs = false;
 };
 
 // One committed outbox row as PostgreSQL prints it.
@@ -64,8 +67,8 @@ class E2eTest : public ::testing::Test {
   // id uuid, aggregatetype, aggregateid, type, payload jsonb NOT NULL, then `extra_columns`
   // (", seq bigint NOT NULL" for instance).
   void create_outbox_table(const std::string& extra_columns = "");
-  // --pg --brokers (--nats with E2eNames::nats, --eventbridge with E2eNames::eventbridge) --slot
-  // --publication --table --status-interval status_interval_, and
+  // --pg --brokers (--nats with E2eNames::nats, --eventbridge with E2eNames::eventbridge, --sqs
+  // with E2eNames::sqs) --slot --publication --table --status-interval status_interval_, and
   // --metrics-addr metrics_addr_ when that is not empty.
   std::vector<std::string> relay_args() const;
   // <log_dir>/<Suite>.<test>_<suffix>_<what>.log
@@ -117,7 +120,8 @@ class E2eTest : public ::testing::Test {
   std::string brokers_;
   std::string nats_;  // E2eNames::nats: the server's URL
   std::string
-      eventbridge_bus_;  // E2eNames::eventbridge: --eventbridge of relay_args(), by the test
+      eventbridge_bus_;        // E2eNames::eventbridge: --eventbridge of relay_args(), by the test
+  std::string sqs_queue_url_;  // E2eNames::sqs: --sqs of relay_args(), set by the test
   std::string relay_bin_;
   std::string suffix_;
   std::string table_;

@@ -2,15 +2,16 @@
 // the flags) and the relay::SinkFactory (outbox/relay/sink_factory.hpp) that builds the chosen
 // one's parts for the relay: Kafka (KafkaProducers, the checkpoint topic's progress store, and
 // exactly-once's KafkaTransactions), NATS JetStream (NatsPublishers, the key-value bucket's
-// progress store) or Amazon EventBridge (EventBridgePublishers, no progress store). A new sink adds
-// its settings here, its parts in a file of this directory and a branch in make_sink_factory();
-// nothing in src/relay changes.
+// progress store), Amazon SQS (SqsPublishers, no progress store) or Amazon EventBridge
+// (EventBridgePublishers, no progress store). A new sink adds its settings here, its parts in a
+// file of this directory and a branch in make_sink_factory(); nothing in src/relay changes.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "outbox/aws/eventbridge_publisher.hpp"
+#include "outbox/aws/sqs_publisher.hpp"
 #include "outbox/kafka/producer.hpp"
 #include "outbox/nats/publisher.hpp"
 #include "outbox/relay/sink_factory.hpp"
@@ -32,11 +33,15 @@ struct SinkConfig {
   // progress record (EventBridge cannot be read back: docs/aws-eventbridge.md). The region,
   // endpoint and credentials are resolved from these and the environment when the sink is made.
   aws::EventBridgeSinkOptions eventbridge;
+  // Amazon SQS (--sqs): queue_url non-empty means publish there instead of Kafka. No progress
+  // record (SQS cannot be read back: docs/aws.md). Region, endpoint and credentials are
+  // resolved from these and the environment when the sink is made.
+  aws::SqsSinkOptions sqs;
 };
 
 // The factory of the sink `config` chooses. Makes nothing until the Relay asks (its
 // constructor): a bad setting throws then (kafka::ConfigError, nats::ConfigError,
-// aws::EventBridgeConfigError, aws::CredentialsError).
+// aws::SqsConfigError, aws::EventBridgeConfigError, aws::CredentialsError).
 std::unique_ptr<relay::SinkFactory> make_sink_factory(SinkConfig config);
 
 }  // namespace outbox::sinks

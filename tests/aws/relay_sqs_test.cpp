@@ -1,0 +1,386 @@
+// The relay publishing to Amazon SQS (--sqs), end to end: the real outbox-relay binary, the
+// lane's PostgreSQL, and moto's server of scripts/aws-up.sh with its authentication on (one for
+// every lane; each test makes queues of its own names). The fixture is the fault tests'
+// (tests/fault: table with a seq column, the paced workload, the delivery checks) with
+// E2eNames::sqs. The queue is read back once, at the end (ReceiveMessage, then deleted): moto
+// forgets the deduplication id of a deleted message, SQS keeps it five minutes, so reading as the
+// relay sends would let moto keep re-sent copies that SQS drops.
+// What a user checks: every committed event in the FIFO queue once, nothing uncommitted, each
+// aggregate's events in commit order, the message as docs/aws.md maps it; poison under fail and
+// dlq; a refused secret named by its source, never shown. Through the fault-injecting proxy of
+// tests/support (AwsFaultProxy, --aws-endpoint): SQS frozen (nothing confirmed past what was
+// committed before, everything after the thaw, /healthz answering throughout), and a throttled
+// entry with later entries of its group waiting (never passed), throttled and failing calls.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fault_fixture.hpp"
+#include "moto.hpp"
+#include "outbox_test/aws_fault_proxy.hpp"
+#include "outbox_test/http.hpp"
+#include "sqs_fixture.hpp"
+
+namespace outbox_test::fault {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The received messages as the Kafka checks read records: the topic and key attributes, the body
+// as value, the attributes as headers, the receive order as offset (a FIFO queue gives each group
+// in its order).
+std::vector<Record> as_records(const std::vector<Received>& received) {
+  std::vector<Record> out;
+  out.reserve(received.size());
+  std::int64_t offset = 0;
+  for (const Received& m : received) {
+    Record r;
+    if (auto t = m.attributes.find("topic"); t != m.attributes.end()) r.topic = t->second;
+    r.partition = 0;
+    r.offset = offset++;
+    if (auto k = m.attributes.find("key"); k != m.attributes.end()) r.key = k->second;
+    r.value = m.body;
+    r.headers = m.attributes;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+class SqsRelay : public FaultTest {
+ protected:
+  SqsRelay() { names_.sqs = true; }
+
+  void SetUp() override {
+    FaultTest::SetUp();
+    if (HasFatalFailure()) return;
+    // The relay's credentials, as the SDKs read them: the environment (inherited).
+    const Moto& m = moto();
+    ::setenv("AWS_ACCESS_KEY_ID", m.access_key_id.c_str(), 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", m.secret_access_key.c_str(), 1);
+    ::setenv("AWS_REGION", m.region.c_str(), 1);
+    ::unsetenv("AWS_SESSION_TOKEN");
+    ::unsetenv("AWS_ENDPOINT_URL");
+    ::unsetenv("AWS_ENDPOINT_URL_SQS");
+    queue_name_ = "relay-" + suffix_;
+    sqs_queue_url_ = make_queue(queue_name_ + ".fifo", {{"FifoQueue", "true"}});
+  }
+
+  std::string make_queue(const std::string& name, const std::map<std::string, std::string>& a) {
+    aws::SqsClient client(admin_.io_.get_executor(), admin_.config());
+    return admin_.create_queue(client, name, a);
+  }
+
+  // Every message of `url`, read once (and deleted): at least `count`, then nothing more for 1 s.
+  std::vector<Received> read_all(const std::string& url, std::size_t count) {
+    aws::SqsClient client(admin_.io_.get_executor(), admin_.config());
+    return admin_.receive(client, url, count, 1s, 60s);
+  }
+
+  // Every committed event in the queue once, in per-aggregate order, nothing uncommitted; the
+  // slot confirmed through the load first (so that SQS acknowledged everything sent).
+  void expect_every_event_stored_once(std::chrono::seconds timeout) {
+    const Lsn lsn_after_load = pg_->current_wal_lsn();
+    const auto rows = committed_seqs();
+    ASSERT_TRUE(expect_confirmed_reaches(lsn_after_load, timeout));
+    const std::vector<Received> got = read_all(sqs_queue_url_, rows.size());
+    const DeliveryCheck check = check_deliveries(as_records(got), rows);
+    EXPECT_EQ(check.problems.count(), 0u) << check.problems.describe();
+    EXPECT_EQ(check.missing, 0u);
+    EXPECT_EQ(check.ghosts, 0u);
+    EXPECT_EQ(check.duplicates, 0u) << "re-sent within five minutes: the FIFO queue drops them";
+    figure("events", static_cast<std::int64_t>(rows.size()));
+    figure("stored", static_cast<std::int64_t>(got.size()));
+  }
+
+  SqsAdmin admin_;
+  std::string queue_name_;
+};
+
+// Records as a consumer reads them: the body = the payload as PostgreSQL prints it, attributes
+// id, type, key and topic, MessageGroupId = the aggregate id, MessageDeduplicationId = the event
+// id; per-aggregate order; a rolled-back transaction absent; the slot confirmed once SQS took
+// them all.
+TEST_F(SqsRelay, EndToEnd) {
+  create_outbox_table();
+  const std::string other_type = "Other" + suffix_;
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  for (int t = 0; t < 8; ++t) {
+    pg_->exec("BEGIN; " +
+              Workload::insert_sql(qualified_table(), aggregatetype_, 7, t * 10 + 1, 5, false) +
+              "; " + Workload::insert_sql(qualified_table(), other_type, 7, t * 10 + 6, 5, false) +
+              "; COMMIT");
+    if (t == 3) {
+      pg_->exec("BEGIN; " +
+                Workload::insert_sql(qualified_table(), aggregatetype_, 7, 1000, 5, true) +
+                "; ROLLBACK");
+    }
+  }
+  const Lsn after = pg_->current_wal_lsn();
+  const auto rows = committed_rows();
+  ASSERT_EQ(rows.size(), 80u);
+  ASSERT_TRUE(expect_confirmed_reaches(after, 60s)) << tail_file(relay.log_path(), 20);
+  const std::vector<Received> got = read_all(sqs_queue_url_, rows.size());
+  ASSERT_EQ(got.size(), rows.size());
+  std::map<std::string, std::int64_t> last_seq;  // per aggregate
+  for (const Received& m : got) {
+    const auto id = m.attributes.find("id");
+    ASSERT_NE(id, m.attributes.end()) << m.body;
+    const auto row = rows.find(id->second);
+    ASSERT_NE(row, rows.end()) << "not a committed event: " << id->second;
+    EXPECT_EQ(m.attributes.at("topic"), "outbox.event." + row->second.aggregatetype);
+    EXPECT_EQ(m.body, row->second.payload);
+    EXPECT_EQ(m.attributes.at("type"), row->second.type);
+    EXPECT_EQ(m.attributes.at("key"), row->second.aggregateid);
+    EXPECT_EQ(m.group_id, row->second.aggregateid);
+    EXPECT_EQ(m.deduplication_id, id->second);
+    EXPECT_EQ(m.attributes.count("outbox.body"), 0u);
+    const std::string agg = row->second.aggregatetype + "/" + row->second.aggregateid;
+    if (auto it = last_seq.find(agg); it != last_seq.end()) {
+      EXPECT_LT(it->second, row->second.seq) << "order of " << agg;
+    }
+    last_seq[agg] = row->second.seq;
+  }
+  const std::string log = read_file(relay.log_path());
+  EXPECT_NE(log.find("event=sqs_queue"), std::string::npos);
+  expect_graceful_stop(relay);
+}
+
+// kill -9 of the relay, again and again under load: every committed event in the queue once (the
+// re-sent ones carry the same MessageDeduplicationId, which the FIFO queue drops within five
+// minutes), each aggregate's in commit order, nothing uncommitted.
+TEST_F(SqsRelay, SigkillLoopUnderLoadStoresEveryEventOnce) {
+  create_outbox_table();
+  RelayProcess* relay = &start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(*relay));
+  Workload& load = start_workload(plan_mixed(scaled(240, 60), 20, 0.05, 32), 8s, 60);
+  int kills = 0;
+  while (!load.done() && kills < 3) {
+    std::this_thread::sleep_for(2000ms);  // load shape: a kill every 2 s of load
+    relay->kill9();
+    ++kills;
+    relay = &start_relay();
+    ASSERT_NO_FATAL_FAILURE(wait_until_streaming(*relay));
+  }
+  load.join();
+  figure("kills", kills);
+  ASSERT_GE(kills, 2);
+  expect_every_event_stored_once(120s);
+  expect_graceful_stop(*relay);
+}
+
+// A record over the queue's MaximumMessageSize under --on-error fail: exit 3 naming it, the slot
+// not confirmed past it, the events before it in the queue.
+TEST_F(SqsRelay, PoisonFailStopsBeforeIt) {
+  create_outbox_table();
+  sqs_queue_url_ = make_queue(queue_name_ + "-small.fifo",
+                              {{"FifoQueue", "true"}, {"MaximumMessageSize", "1024"}});
+  RelayProcess& relay = start_relay({"--on-error", "fail"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 1, 3, false));
+  const Lsn before = pg_->current_wal_lsn();
+  ASSERT_TRUE(expect_confirmed_reaches(before, 30s));
+  pg_->exec("INSERT INTO " + qualified_table() +
+            " (aggregatetype, aggregateid, type, payload, seq) VALUES ('" + aggregatetype_ +
+            "', 'agg-1', 'Big', jsonb_build_object('pad', repeat('x', 2000)), 4)");
+  EXPECT_EQ(relay.wait_exit(60s), std::optional<int>(3));
+  const std::string log = read_file(relay.log_path());
+  EXPECT_NE(log.find("MessageTooLong"), std::string::npos) << tail_file(relay.log_path(), 20);
+  const auto confirmed = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(confirmed.has_value());
+  EXPECT_LT(*confirmed, pg_->current_wal_lsn());
+  EXPECT_EQ(read_all(sqs_queue_url_, 3).size(), 3u);
+}
+
+// The same under --on-error dlq: the event goes to the dead-letter queue (--sqs-dlq; its body
+// left out, too large: outbox.body=null), its aggregate's later events follow it, the others go
+// on.
+TEST_F(SqsRelay, PoisonDlqGoesToTheDeadLetterQueue) {
+  create_outbox_table();
+  sqs_queue_url_ = make_queue(queue_name_ + "-small.fifo",
+                              {{"FifoQueue", "true"}, {"MaximumMessageSize", "1024"}});
+  const std::string dlq = make_queue(queue_name_ + "-dlq.fifo", {{"FifoQueue", "true"}});
+  RelayProcess& relay = start_relay({"--on-error", "dlq", "--sqs-dlq", dlq});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec("INSERT INTO " + qualified_table() +
+            " (aggregatetype, aggregateid, type, payload, seq) VALUES ('" + aggregatetype_ +
+            "', 'agg-1', 'Big', jsonb_build_object('pad', repeat('x', 2000)), 1)");
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 2, 6, false));
+  const Lsn after = pg_->current_wal_lsn();
+  EXPECT_TRUE(expect_confirmed_reaches(after, 60s)) << tail_file(relay.log_path(), 20);
+  // agg-1: the big one and its later events (seq 4, 7) parked; agg-0 and agg-2 go on.
+  const std::vector<Received> dead = read_all(dlq, 3);
+  const std::vector<Received> main = read_all(sqs_queue_url_, 4);
+  ASSERT_EQ(dead.size(), 3u);
+  EXPECT_EQ(dead[0].attributes.at("type"), "Big");
+  EXPECT_EQ(dead[0].attributes.at("outbox.original.topic"), topic_);
+  EXPECT_EQ(dead[0].attributes.at("outbox.body"), "null");
+  EXPECT_NE(dead[0].attributes.at("outbox.error").find("MessageTooLong"), std::string::npos);
+  EXPECT_EQ(dead[0].group_id, "agg-1");
+  for (const Received& d : dead) EXPECT_EQ(d.attributes.at("key"), "agg-1");
+  EXPECT_EQ(main.size(), 4u);
+  for (const Received& m : main) EXPECT_NE(m.attributes.at("key"), "agg-1");
+  EXPECT_TRUE(relay.is_running());
+  expect_graceful_stop(relay);
+}
+
+// A wrong secret: SQS refuses the signature; the relay exits 1 naming where the credentials came
+// from (the environment) and the access key's last four characters, never the secret.
+TEST_F(SqsRelay, RefusedSecretExitsOneNamingTheSource) {
+  create_outbox_table();
+  const std::string wrong = "wrong-" + suffix_ + "-secret";
+  ::setenv("AWS_SECRET_ACCESS_KEY", wrong.c_str(), 1);
+  RelayProcess& relay = start_relay();
+  ::setenv("AWS_SECRET_ACCESS_KEY", moto().secret_access_key.c_str(), 1);
+  EXPECT_EQ(relay.wait_exit(60s), std::optional<int>(1));
+  const std::string log = read_file(relay.log_path());
+  EXPECT_NE(
+      log.find("refused the credentials (access key id ..." +
+               moto().access_key_id.substr(moto().access_key_id.size() - 4) + " from environment"),
+      std::string::npos)
+      << tail_file(relay.log_path(), 20);
+  EXPECT_NE(log.find("sqs:SendMessage"), std::string::npos) << tail_file(relay.log_path(), 20);
+  EXPECT_EQ(log.find(wrong), std::string::npos) << "the secret is in the log";
+}
+
+// A standard queue: every committed event arrives, without group or deduplication ids; no order
+// is promised (docs/aws.md), and the relay warns so at start.
+TEST_F(SqsRelay, StandardQueueGetsEveryEvent) {
+  create_outbox_table();
+  sqs_queue_url_ = make_queue(queue_name_ + "-std", {});
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 1, 30, false));
+  const Lsn after = pg_->current_wal_lsn();
+  ASSERT_TRUE(expect_confirmed_reaches(after, 60s));
+  const auto rows = committed_seqs();
+  const std::vector<Received> got = read_all(sqs_queue_url_, rows.size());
+  std::set<std::string> ids;
+  for (const Received& m : got) {
+    ids.insert(m.attributes.at("id"));
+    EXPECT_EQ(m.group_id, "");
+  }
+  EXPECT_EQ(ids.size(), rows.size());
+  for (const auto& [id, row] : rows) EXPECT_TRUE(ids.contains(id)) << id;
+  EXPECT_NE(read_file(relay.log_path()).find("event=sqs_standard_queue"), std::string::npos);
+  expect_graceful_stop(relay);
+}
+
+// ---- through the fault-injecting proxy ------------------------------------------------------
+
+class SqsRelayProxy : public SqsRelay {
+ protected:
+  void SetUp() override {
+    SqsRelay::SetUp();
+    if (HasFatalFailure()) return;
+    proxy_ = std::make_unique<AwsFaultProxy>(AwsFaultProxyOptions{
+        moto().endpoint, {{moto().access_key_id, moto().secret_access_key, ""}}, 0});
+  }
+  void TearDown() override {
+    if (proxy_) proxy_->clear();  // thawed: the relays stop
+    SqsRelay::TearDown();
+    proxy_.reset();
+  }
+  // The relay talks to SQS through the proxy.
+  RelayProcess& start_relay_via_proxy(std::vector<std::string> extra = {}) {
+    extra.insert(extra.end(), {"--aws-endpoint", proxy_->endpoint()});
+    return start_relay(std::move(extra));
+  }
+
+  std::unique_ptr<AwsFaultProxy> proxy_;
+};
+
+// SQS frozen under load (the proxy holds every request unanswered) for longer than --sqs-timeout,
+// then thawed: while frozen the slot is not confirmed past what was committed before the freeze,
+// the relay rewinds (its deadline) and /healthz answers throughout; after it, every event is in
+// the queue once, in per-aggregate order.
+TEST_F(SqsRelayProxy, FrozenThenThawedConfirmsNothingUnacknowledged) {
+  create_outbox_table();
+  const std::uint16_t port = free_port();
+  metrics_addr_ = "127.0.0.1:" + std::to_string(port);
+  RelayProcess& relay =
+      start_relay_via_proxy({"--status-interval", "200ms", "--sqs-timeout", "2s"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  Workload& load = start_workload(plan_mixed(scaled(200, 60), 10, 0.05, 41), 8s, 60);
+  ASSERT_TRUE(load.wait_committed(scaled(40, 15), 60s));
+  HealthzWatch healthz(port);
+  proxy_->freeze();
+  // Past --sqs-timeout: the relay rewinds. Nothing committed after the freeze began (from the
+  // second transaction on: the first may have been on its way) can be confirmed meanwhile.
+  const SlotWatch watch = watch_slot(
+      load, load.commits().size(), [] { return false; }, 6s, 100ms);
+  ASSERT_NO_FATAL_FAILURE(expect_slot_held(watch, "while SQS was frozen"));
+  EXPECT_GT(proxy_->counters().held, 0) << "nothing was held: the freeze froze nothing";
+  EXPECT_TRUE(relay.is_running());
+  proxy_->thaw();
+  healthz.stop();
+  figure("healthz_polls", healthz.polls());
+  figure("healthz_slowest_ms", healthz.slowest_ms());
+  EXPECT_GT(healthz.polls(), 10);
+  EXPECT_EQ(healthz.unanswered(), 0);
+  EXPECT_LT(healthz.slowest_ms(), 1000) << "the relay's io thread was blocked";
+  load.join();
+  expect_every_event_stored_once(120s);
+  EXPECT_GE(count_in_file(relay.log_path(), "event=producer_rewind"), 1u)
+      << tail_file(relay.log_path(), 30);
+  expect_graceful_stop(relay);
+}
+
+// The case SQS's per-entry answers make possible: an entry throttled while later entries of its
+// group are ready. The proxy fails the first entry of aggregate agg-1 three times (removed from
+// the request, so SQS never stores it, and answered Failed, not the sender's fault); the entries
+// after it wait in the relay and go only once it passed, while the other aggregates flow. The
+// queue holds every event once in commit order, and the relay never rewound (retried alone).
+TEST_F(SqsRelayProxy, ThrottledEntryIsNeverPassedByALaterOneOfItsGroup) {
+  create_outbox_table();
+  RelayProcess& relay = start_relay_via_proxy();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  proxy_->fail_entries(EntryFault::group("agg-1", 3));
+  // Seqs 1..30 over agg-0, agg-1, agg-2 (seq % 3), in one transaction: agg-1's first is seq 1.
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 1, 30, false));
+  const auto rows = committed_rows();
+  std::string first_of_agg1;
+  for (const auto& [id, row] : rows) {
+    if (row.aggregateid == "agg-1" && row.seq == 1) first_of_agg1 = id;
+  }
+  ASSERT_FALSE(first_of_agg1.empty());
+  ASSERT_NO_FATAL_FAILURE(expect_every_event_stored_once(60s));
+  const ProxyCounters c = proxy_->counters();
+  ASSERT_EQ(c.entries_failed, 3);
+  // Each failure was agg-1's first event, retried alone: none of its later ones was ever sent
+  // while it was failing (else one would have been failed or stored ahead of it).
+  for (const BatchEntry& e : c.failed) EXPECT_EQ(e.deduplication_id, first_of_agg1);
+  EXPECT_EQ(count_in_file(relay.log_path(), "event=producer_rewind"), 0u);
+  EXPECT_GE(count_in_file(relay.log_path(), "event=sqs_retry"), 1u);
+  expect_graceful_stop(relay);
+}
+
+// Whole calls throttled (ThrottlingException, SQS's RequestThrottled) and failing (500, 503,
+// and a 503 after SQS served the call: its answer lost) are sent again after a backoff: every
+// event once, in per-aggregate order, no rewind.
+TEST_F(SqsRelayProxy, ThrottledAndFailingCallsAreRetried) {
+  create_outbox_table();
+  RelayProcess& relay = start_relay_via_proxy();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  proxy_->fail_calls(CallFault::throttling("SendMessageBatch", 2));
+  proxy_->fail_calls(CallFault::sqs_request_throttled("SendMessageBatch", 1));
+  proxy_->fail_calls(CallFault::server_error(500, "SendMessageBatch", 1));
+  CallFault lost = CallFault::server_error(503, "SendMessageBatch", 1);
+  lost.after_forward = true;
+  proxy_->fail_calls(lost);
+  for (int t = 0; t < 6; ++t) {
+    pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 4, t * 8 + 1, 8, false));
+  }
+  ASSERT_NO_FATAL_FAILURE(expect_every_event_stored_once(60s));
+  EXPECT_EQ(proxy_->counters().faulted_calls, 5);
+  EXPECT_EQ(count_in_file(relay.log_path(), "event=producer_rewind"), 0u);
+  expect_graceful_stop(relay);
+}
+
+}  // namespace
+}  // namespace outbox_test::fault

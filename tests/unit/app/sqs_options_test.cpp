@@ -1,0 +1,85 @@
+// The SQS flags of `run`: --sqs replaces --brokers; refused with another sink's settings and
+// with --delivery exactly-once in one line (exit 2); --on-error dlq needs --sqs-dlq; the AWS
+// settings need --sqs; a queue URL must be one. The settings land in RelayConfig::sqs.
+#include <gtest/gtest.h>
+
+#include "flag_errors.hpp"
+#include "outbox/app/options.hpp"
+
+namespace outbox::app {
+namespace {
+
+constexpr const char* kQueue = "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo";
+
+TEST(SqsOptions, SqsReplacesBrokers) {
+  CommandLine cl = parse_command_line({"--pg", "x", "--sqs", kQueue, "--aws-region", "eu-west-1",
+                                       "--aws-endpoint", "http://127.0.0.1:4566", "--sqs-timeout",
+                                       "5s", "--sqs-max-calls", "4"});
+  const auto& s = cl.run.sinks.sqs;
+  EXPECT_EQ(s.queue_url, kQueue);
+  EXPECT_EQ(s.region, "eu-west-1");
+  EXPECT_EQ(s.endpoint_url, "http://127.0.0.1:4566");
+  EXPECT_EQ(s.timeout, std::chrono::seconds(5));
+  EXPECT_EQ(s.max_calls, 4u);
+  EXPECT_TRUE(cl.run.sinks.kafka.brokers.empty());
+}
+
+TEST(SqsOptions, OtherSinksAndExactlyOnceAreRefused) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--brokers", "k:1"},
+       "--sqs: cannot be used with --brokers (a Kafka setting; a FIFO queue drops re-sent events "
+       "by MessageDeduplicationId instead)"},
+      {{"--delivery", "exactly-once"},
+       "--sqs: cannot be used with --delivery exactly-once (a Kafka setting; a FIFO queue drops "
+       "re-sent events by MessageDeduplicationId instead)"},
+      {{"-X", "linger.ms=5"},
+       "--sqs: cannot be used with -X (a Kafka setting; a FIFO queue drops re-sent events by "
+       "MessageDeduplicationId instead)"},
+      {{"--nats", "nats://a:1"}, "--sqs: cannot be used with --nats (one sink)"},
+  };
+  for (const auto& [extra, message] : cases) {
+    std::vector<std::string> args = {"--pg", "x", "--sqs", kQueue};
+    args.insert(args.end(), extra.begin(), extra.end());
+    EXPECT_EQ(error_of(args), message);
+  }
+}
+
+TEST(SqsOptions, DeadLetterQueueGoesWithOnErrorDlq) {
+  EXPECT_EQ(error_of({"--pg", "x", "--sqs", kQueue, "--on-error", "dlq"}),
+            "--on-error: dlq with --sqs needs --sqs-dlq QUEUE_URL");
+  EXPECT_EQ(error_of({"--pg", "x", "--sqs", kQueue, "--sqs-dlq", kQueue}),
+            "--sqs-dlq: needs --on-error dlq");
+  CommandLine cl = parse_command_line(
+      {"--pg", "x", "--sqs", kQueue, "--on-error", "dlq", "--sqs-dlq", std::string(kQueue) + "2"});
+  EXPECT_EQ(cl.run.sinks.sqs.dlq_queue_url, std::string(kQueue) + "2");
+}
+
+TEST(SqsOptions, AwsSettingsNeedSqsAndUrlsMustBeQueueUrls) {
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--aws-region", "eu-west-1"}),
+            "--aws-region: needs --sqs or --eventbridge");
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--aws-endpoint", "http://a:1"}),
+            "--aws-endpoint: needs --sqs or --eventbridge");
+  EXPECT_EQ(error_of({"--pg", "x", "--sqs", kQueue, "--eventbridge", "orders"}),
+            "--sqs: cannot be used with --eventbridge (one sink)");
+  // One region and endpoint for whichever AWS sink runs.
+  CommandLine cl = parse_command_line({"--pg", "x", "--eventbridge", "orders", "--aws-region",
+                                       "eu-west-1", "--aws-endpoint", "http://127.0.0.1:4566"});
+  EXPECT_EQ(cl.run.sinks.eventbridge.region, "eu-west-1");
+  EXPECT_EQ(cl.run.sinks.eventbridge.endpoint_url, "http://127.0.0.1:4566");
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--sqs-dlq", kQueue}),
+            "--sqs-dlq: needs --sqs");
+  EXPECT_EQ(error_of({"--pg", "x", "--sqs", "orders.fifo"}),
+            "--sqs: \"orders.fifo\" is not a queue URL "
+            "(https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)");
+  EXPECT_EQ(error_of({"--pg", "x", "--sqs", "https://sqs.eu-west-1.amazonaws.com/"}),
+            "--sqs: \"https://sqs.eu-west-1.amazonaws.com/\" is not a queue URL "
+            "(https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)");
+  EXPECT_EQ(error_of({"--pg", "x", "--sqs", kQueue, "--aws-endpoint", "localhost:4566"}),
+            "--aws-endpoint: \"localhost:4566\" is not an http:// or https:// URL");
+  EXPECT_EQ(error_of({"--pg", "x", "--sqs", kQueue, "--gap-repair-column", "created_at"}),
+            "--gap-repair-column: needs --brokers (the repair reads Kafka back; SQS cannot be "
+            "read)");
+}
+
+}  // namespace
+}  // namespace outbox::app
