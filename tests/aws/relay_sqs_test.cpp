@@ -382,5 +382,28 @@ TEST_F(SqsRelayProxy, ThrottledAndFailingCallsAreRetried) {
   expect_graceful_stop(relay);
 }
 
+// A whole SendMessageBatch call refused for good (400 InvalidParameterValue, not retryable): which
+// entry made it fail is not known, so the relay stops the publisher, rewinds, and sends each of
+// that call's events alone; they pass (the fault is used up), every event once in commit order,
+// and the relay goes on: an innocent neighbour is never poison.
+TEST_F(SqsRelayProxy, RefusedCallIsSentAgainEntryByEntry) {
+  create_outbox_table();
+  RelayProcess& relay = start_relay_via_proxy();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  CallFault refused;
+  refused.action = "SendMessageBatch";
+  refused.status = 400;
+  refused.code = "InvalidParameterValue";
+  refused.message = "refused whole (injected by the test proxy)";
+  proxy_->fail_calls(refused);
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 4, 1, 12, false));
+  ASSERT_NO_FATAL_FAILURE(expect_every_event_stored_once(60s));
+  EXPECT_EQ(proxy_->counters().faulted_calls, 1);
+  EXPECT_GE(count_in_file(relay.log_path(), "event=producer_rewind"), 1u)
+      << tail_file(relay.log_path(), 30);
+  EXPECT_TRUE(relay.is_running());
+  expect_graceful_stop(relay);
+}
+
 }  // namespace
 }  // namespace outbox_test::fault
