@@ -102,7 +102,8 @@ SqsPublisherConfig resolve_sqs_config(const SqsSinkOptions& options, const EnvLo
         "no AWS region: give --aws-region, or AWS_REGION, or a profile's region, or a queue "
         "URL of sqs.REGION.amazonaws.com");
   }
-  c.sqs.credentials = resolve_credentials(env);
+  // Credentials: the caller sets sqs.credentials_provider (the SDKs' chain, refreshed:
+  // credentials_provider.hpp); nothing is asked here.
   c.sqs.http.max_connections = std::max<std::size_t>(1, options.max_calls);
   c.sqs.http.request_timeout = options.timeout;
   return c;

@@ -9,6 +9,10 @@ SqsPublishers::SqsPublishers(boost::asio::any_io_executor executor, aws::SqsSink
       handlers_(std::move(handlers)),
       resolved_(aws::resolve_sqs_config(options_, aws::process_environment())) {
   resolved_.dlq_topic = std::move(dlq_topic);
+  // The SDKs' chain, asked at every request and refreshed before temporary credentials expire;
+  // one for the process, so that a publisher made at a rewind keeps what it fetched.
+  resolved_.sqs.credentials_provider =
+      aws::default_credentials_provider(executor_, aws::process_environment());
   make();
 }
 
@@ -39,7 +43,8 @@ void SqsPublishers::renew() {
 void SqsPublishers::reset() { publisher_.reset(); }
 
 std::string SqsPublishers::refusal_advice() const {
-  return "check the AWS credentials the relay found (" + resolved_.sqs.credentials.source +
+  return "check the AWS credentials the relay found (" +
+         resolved_.sqs.credentials_provider->source() +
          "), their IAM policy (sqs:SendMessage and sqs:GetQueueAttributes on the queue" +
          (resolved_.dlq_queue_url.empty() ? "" : " and the dead-letter queue") +
          "), --sqs, --aws-region (" + resolved_.sqs.region + ") and --aws-endpoint (" +

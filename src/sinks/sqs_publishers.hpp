@@ -24,8 +24,10 @@ namespace outbox::sinks {
 
 class SqsPublishers : public relay::RecordSink {
  public:
-  // Resolves region, endpoint and credentials (files read here, at start). Throws
-  // aws::CredentialsError (exit 1) or aws::SqsConfigError (a flag's value: exit 2).
+  // Resolves region and endpoint (the config file read here, at start); the credentials come
+  // from the SDKs' chain at the first request (aws::default_credentials_provider(): refused or
+  // none is the refused handler, exit 1). Throws aws::CredentialsError (exit 1) or
+  // aws::SqsConfigError (a flag's value: exit 2).
   // `dlq_topic`: the dead-letter record's topic (--dlq-topic) with --on-error dlq, else empty.
   SqsPublishers(boost::asio::any_io_executor executor, aws::SqsSinkOptions options,
                 std::string dlq_topic, Handlers handlers);

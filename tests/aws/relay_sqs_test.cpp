@@ -248,6 +248,30 @@ TEST_F(SqsRelay, RefusedSecretExitsOneNamingTheSource) {
   EXPECT_EQ(log.find(wrong), std::string::npos) << "the secret is in the log";
 }
 
+// No credentials anywhere (no variables, no shared files, no web identity or container
+// endpoint, the instance metadata service off): exit 1 saying which sources were asked.
+TEST_F(SqsRelay, NoCredentialsExitsOneNamingTheSourcesAsked) {
+  create_outbox_table();
+  const std::string id = moto().access_key_id;
+  const std::string nowhere = log_path("no_such_file");
+  ::unsetenv("AWS_ACCESS_KEY_ID");
+  ::unsetenv("AWS_SECRET_ACCESS_KEY");
+  ::setenv("AWS_SHARED_CREDENTIALS_FILE", nowhere.c_str(), 1);
+  ::setenv("AWS_CONFIG_FILE", nowhere.c_str(), 1);
+  ::setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+  RelayProcess& relay = start_relay();
+  ::setenv("AWS_ACCESS_KEY_ID", id.c_str(), 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", moto().secret_access_key.c_str(), 1);
+  for (const char* v :
+       {"AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_EC2_METADATA_DISABLED"}) {
+    ::unsetenv(v);
+  }
+  EXPECT_EQ(relay.wait_exit(60s), std::optional<int>(1));
+  const std::string log = read_file(relay.log_path());
+  EXPECT_NE(log.find("AWS_ACCESS_KEY_ID"), std::string::npos) << tail_file(relay.log_path(), 20);
+  EXPECT_NE(log.find("sqs:SendMessage"), std::string::npos) << tail_file(relay.log_path(), 20);
+}
+
 // A standard queue: every committed event arrives, without group or deduplication ids; no order
 // is promised (docs/aws.md), and the relay warns so at start.
 TEST_F(SqsRelay, StandardQueueGetsEveryEvent) {

@@ -79,12 +79,12 @@ struct SqsSinkOptions {
   std::chrono::milliseconds timeout{30'000};
 };
 
-// The publisher's settings: the region from the option, else AWS_REGION, AWS_DEFAULT_REGION, the
-// profile's, else the queue URL's host (sqs.REGION.amazonaws.com); the endpoint from the option,
-// else AWS_ENDPOINT_URL_SQS, else AWS_ENDPOINT_URL, else the queue URL's scheme and host; the
-// credentials from the SDKs' chain (credentials.hpp). Reads files: not on the io thread.
-// Throws CredentialsError (no credentials; the message lists the sources) or SqsConfigError (a
-// queue URL or endpoint that is not one, no region anywhere).
+// The publisher's settings but its credentials (the caller sets sqs.credentials_provider): the
+// region from the option, else AWS_REGION, AWS_DEFAULT_REGION, the profile's, else the queue
+// URL's host (sqs.REGION.amazonaws.com); the endpoint from the option, else AWS_ENDPOINT_URL_SQS,
+// else AWS_ENDPOINT_URL, else the queue URL's scheme and host. Reads the config file: not on the
+// io thread. Throws CredentialsError (a config file it cannot read) or SqsConfigError (a queue
+// URL or endpoint that is not one, no region anywhere).
 SqsPublisherConfig resolve_sqs_config(const SqsSinkOptions& options, const EnvLookup& env);
 
 class SqsPublisher {
