@@ -109,6 +109,17 @@ EOF
 # provision: run on a broker that answers. The marker holds a hash of what was provisioned; a
 # change (new password, new rule) runs it again. Each tool run is a JVM start (~2 s), so a
 # provisioned data directory skips them; a failed run is retried by the next kafka-up.sh.
+# provision_tool WHAT CLASS ARGS...: a Kafka tool of the provisioning; on failure, what it said
+# (AclCommand prints its error on stdout) and WHAT, then the script ends.
+provision_tool() {
+  local what=$1 out rc=0
+  shift
+  out="$(KAFKA_TOOL_TIMEOUT=$PROVISION_TIMEOUT kafka_tool "$@" 2>&1)" || rc=$?
+  [ $rc -eq 0 ] && return 0
+  printf '%s\n' "$out" | tail -n 20 >&2
+  die "$what (exit $rc)"
+}
+
 provision() {
   local provision_spec provision_sum user name
   provision_spec="users=$RELAY_USER,admin $(secret relay) $(secret admin) acl=v2"
@@ -116,47 +127,42 @@ provision() {
   local marker="$DATA/.outbox-provisioned"
   [ "$(cat "$marker" 2>/dev/null)" = "$provision_sum" ] && return 0
   log "provisioning SCRAM users and ACLs"
-  # Each tool is a JVM of its own; when the lanes' brokers all start at once on 2 cores (and
-  # more runs beside them) one took over 60 s to start and was killed: generous, still bounded.
-  local PROVISION_TIMEOUT=${OUTBOX_KAFKA_TOOL_TIMEOUT:-180}
+  # Each tool is a JVM of its own and its admin call may wait on a broker still warming up,
+  # when the lanes' brokers all start at once on 2 cores: generous, still bounded.
+  PROVISION_TIMEOUT=${OUTBOX_KAFKA_TOOL_TIMEOUT:-180}
   if [ ! -f "$DATA/.outbox-scram-at-format" ]; then
     for user in "$RELAY_USER" admin; do
       name=relay
       [ "$user" = admin ] && name="admin"
-      KAFKA_TOOL_TIMEOUT=$PROVISION_TIMEOUT kafka_tool kafka.admin.ConfigCommand \
+      provision_tool "could not add the SCRAM credentials of $user" kafka.admin.ConfigCommand \
         --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
         --alter --entity-type users --entity-name "$user" \
-        --add-config "SCRAM-SHA-512=[password=$(secret "$name")]" >/dev/null ||
-        die "could not add the SCRAM credentials of $user"
+        --add-config "SCRAM-SHA-512=[password=$(secret "$name")]"
     done
   fi
   # The relay's principal: its topics (outbox.event.*, outbox.dlq*) and nothing else. Create:
   # topics are auto-created on first use. Write implies Describe (metadata) and, since Kafka
   # 2.8, the idempotent producer's IdempotentWrite.
-  KAFKA_TOOL_TIMEOUT=$PROVISION_TIMEOUT kafka_tool org.apache.kafka.tools.AclCommand \
+  provision_tool "could not add the ACLs of User:$RELAY_USER" org.apache.kafka.tools.AclCommand \
     --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
     --add --allow-principal "User:$RELAY_USER" --operation Write --operation Create \
     --operation Describe --resource-pattern-type prefixed \
-    --topic outbox.event. --topic outbox.dlq >/dev/null ||
-    die "could not add the ACLs of User:$RELAY_USER"
+    --topic outbox.event. --topic outbox.dlq
   # --delivery exactly-once: its transactional.id (outbox-relay.SLOT) and its checkpoint topic
   # (outbox-relay.checkpoints, read back at start with a group id the reader never joins).
-  KAFKA_TOOL_TIMEOUT=$PROVISION_TIMEOUT kafka_tool org.apache.kafka.tools.AclCommand \
+  provision_tool "could not add the transactional.id ACLs of User:$RELAY_USER" org.apache.kafka.tools.AclCommand \
     --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
     --add --allow-principal "User:$RELAY_USER" --operation Write --operation Describe \
-    --resource-pattern-type prefixed --transactional-id outbox-relay. >/dev/null ||
-    die "could not add the transactional.id ACLs of User:$RELAY_USER"
-  KAFKA_TOOL_TIMEOUT=$PROVISION_TIMEOUT kafka_tool org.apache.kafka.tools.AclCommand \
+    --resource-pattern-type prefixed --transactional-id outbox-relay.
+  provision_tool "could not add the checkpoint topic ACLs of User:$RELAY_USER" org.apache.kafka.tools.AclCommand \
     --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
     --add --allow-principal "User:$RELAY_USER" --operation Read --operation Write \
     --operation Create --operation Describe --resource-pattern-type prefixed \
-    --topic outbox-relay. >/dev/null ||
-    die "could not add the checkpoint topic ACLs of User:$RELAY_USER"
-  KAFKA_TOOL_TIMEOUT=$PROVISION_TIMEOUT kafka_tool org.apache.kafka.tools.AclCommand \
+    --topic outbox-relay.
+  provision_tool "could not add the group ACLs of User:$RELAY_USER" org.apache.kafka.tools.AclCommand \
     --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_DIR/admin.properties" \
     --add --allow-principal "User:$RELAY_USER" --operation Read --operation Describe \
-    --resource-pattern-type prefixed --group outbox-relay >/dev/null ||
-    die "could not add the group ACLs of User:$RELAY_USER"
+    --resource-pattern-type prefixed --group outbox-relay
   printf '%s\n' "$provision_sum" >"$marker"
 }
 
@@ -252,9 +258,11 @@ logger.authorizer.level = WARN
 EOF
 
 cat >"$KAFKA_DIR/admin.properties" <<'EOF'
-# Written by scripts/kafka-up.sh: short timeouts for the readiness probe.
-request.timeout.ms=5000
-default.api.timeout.ms=10000
+# Written by scripts/kafka-up.sh: the admin client of the provisioning tools (SCRAM users,
+# ACLs). Readiness is kcat's; a freshly started broker on a loaded machine may take longer than
+# 10 s to commit an ACL to its metadata log.
+request.timeout.ms=30000
+default.api.timeout.ms=120000
 EOF
 
 # ---- storage (formatted once) -----------------------------------------------------------
