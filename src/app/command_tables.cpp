@@ -363,9 +363,8 @@ Table run_flags(Options& o) {
       flags::text("--eventbridge", "BUS", s.eventbridge.bus,
                   "Amazon EventBridge event bus (a name or an ARN) to publish to instead of\n"
                   "--brokers: Source = the topic template, DetailType = the type, Detail\n"
-                  "= {\"id\", ..., \"payload\"} (docs/aws-eventbridge.md); at least once, no\n"
-                  "order; no progress record (EventBridge cannot be read back); region\n"
-                  "and endpoint from AWS_REGION, AWS_ENDPOINT_URL_EVENTS, AWS_ENDPOINT_URL"),
+                  "= {\"id\", ..., \"payload\"} (docs/aws.md); at least once, no order; no\n"
+                  "progress record (EventBridge cannot be read back)"),
       flags::text("--eventbridge-dlq", "BUS", s.eventbridge.dlq_bus,
                   "with --eventbridge and --on-error dlq: the bus of the dead letters\n"
                   "(Source = --dlq-topic; default: the --eventbridge bus)"),

@@ -60,8 +60,8 @@ std::string EventBridgePublishers::refusal_advice() const {
   if (!resolved_.dlq_bus.empty() && !resolved_.dlq_topic.empty())
     buses += " and the dead-letter bus";
   return "check the AWS credentials the relay found (" + resolved_.events.credentials.source +
-         "), their IAM policy (events:PutEvents on " + buses + "), --eventbridge, the region (" +
-         resolved_.events.region + ") and the endpoint (" + resolved_.events.endpoint_url + ")";
+         "), their IAM policy (events:PutEvents on " + buses + "), --eventbridge, --aws-region (" +
+         resolved_.events.region + ") and --aws-endpoint (" + resolved_.events.endpoint_url + ")";
 }
 
 }  // namespace outbox::sinks

@@ -5,7 +5,7 @@
 // at all meets the relay's deadline (delivery_timeout(), --eventbridge-timeout): the relay
 // rewinds, halt() fails what the publisher held, and renew() makes a new publisher (new
 // connections) that sends again from the confirmed position. EventBridge cannot be read back, so
-// this sink keeps no progress record (docs/aws-eventbridge.md).
+// this sink keeps no progress record (docs/aws.md).
 // Private to the sinks; not thread-safe: the io_context's thread only.
 #pragma once
 

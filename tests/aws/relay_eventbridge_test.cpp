@@ -4,7 +4,7 @@
 // each matching entry to it as EventBridge's envelope), and reads that queue back.
 // What a user checks: every committed event on the bus (at least once; EventBridge neither orders
 // nor deduplicates), deduplicated by detail.id exactly the committed set, nothing from a
-// rolled-back transaction, the entry as docs/aws-eventbridge.md maps it (source, detail-type,
+// rolled-back transaction, the entry as docs/aws.md maps it (source, detail-type,
 // Detail); a kill -9; EventBridge frozen (the fault proxy of tests/support): nothing confirmed past
 // its acknowledgements, everything after; poison (an entry over 256 KiB) under fail and dlq; a
 // refused secret named by its source, never shown.

@@ -30,7 +30,7 @@ struct SinkConfig {
   // missing; what RelayConfig::checkpoint_topic is with Kafka).
   std::string nats_progress_bucket = "outbox-relay-progress";
   // Amazon EventBridge (--eventbridge): bus non-empty means publish there instead of Kafka. No
-  // progress record (EventBridge cannot be read back: docs/aws-eventbridge.md). The region,
+  // progress record (EventBridge cannot be read back: docs/aws.md). The region,
   // endpoint and credentials are resolved from these and the environment when the sink is made.
   aws::EventBridgeSinkOptions eventbridge;
   // Amazon SQS (--sqs): queue_url non-empty means publish there instead of Kafka. No progress
