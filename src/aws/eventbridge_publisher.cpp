@@ -119,7 +119,8 @@ EventBridgePublisherConfig resolve_eventbridge_config(const EventBridgeSinkOptio
     throw EventBridgeConfigError(std::string("EventBridge endpoint: ") + e.what());
   }
   c.events.endpoint_url = endpoint;
-  c.events.credentials = resolve_credentials(env);
+  // Credentials: the caller sets events.credentials_provider (the SDKs' chain, refreshed:
+  // credentials_provider.hpp); nothing is asked here.
   c.events.http.max_connections = std::max<std::size_t>(1, options.max_calls);
   c.events.http.request_timeout = options.timeout;
   return c;

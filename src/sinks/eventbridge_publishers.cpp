@@ -12,6 +12,10 @@ EventBridgePublishers::EventBridgePublishers(boost::asio::any_io_executor execut
     : executor_(executor), handlers_(std::move(handlers)), timeout_(options.timeout) {
   options.dlq_topic = config.on_error == relay::OnError::kDlq ? config.dlq_topic : std::string();
   resolved_ = aws::resolve_eventbridge_config(options, aws::process_environment());
+  // The SDKs' chain, asked at every request and refreshed before temporary credentials expire;
+  // one for the process, so that a publisher made at a rewind keeps what it fetched.
+  resolved_.events.credentials_provider =
+      aws::default_credentials_provider(executor_, aws::process_environment());
   auto log = spdlog::get("relay");
   if (!log) log = spdlog::default_logger();
   log->info(
@@ -23,7 +27,7 @@ EventBridgePublishers::EventBridgePublishers(boost::asio::any_io_executor execut
                          ? std::string()
                          : (resolved_.dlq_bus.empty() ? resolved_.bus : resolved_.dlq_bus)),
       common::quoted(resolved_.events.region), common::quoted(resolved_.events.endpoint_url),
-      common::quoted(aws::to_string(resolved_.events.credentials)),
+      common::quoted(resolved_.events.credentials_provider->source()),
       resolved_.events.http.max_connections);
   make();
 }
@@ -59,7 +63,8 @@ std::string EventBridgePublishers::refusal_advice() const {
   std::string buses = "the bus";
   if (!resolved_.dlq_bus.empty() && !resolved_.dlq_topic.empty())
     buses += " and the dead-letter bus";
-  return "check the AWS credentials the relay found (" + resolved_.events.credentials.source +
+  return "check the AWS credentials the relay found (" +
+         resolved_.events.credentials_provider->source() +
          "), their IAM policy (events:PutEvents on " + buses + "), --eventbridge, --aws-region (" +
          resolved_.events.region + ") and --aws-endpoint (" + resolved_.events.endpoint_url + ")";
 }

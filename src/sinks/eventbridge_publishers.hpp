@@ -25,9 +25,11 @@ namespace outbox::sinks {
 
 class EventBridgePublishers : public relay::RecordSink {
  public:
-  // Resolves region, endpoint and credentials (files read here, at start); dead letters (the
-  // relay's --dlq-topic under --on-error dlq) go to options.dlq_bus. Throws aws::CredentialsError
-  // or aws::EventBridgeConfigError (a configuration error).
+  // Resolves region and endpoint (the config file read here, at start); the credentials come
+  // from the SDKs' chain at the first request (aws::default_credentials_provider(): refused or
+  // none is the refused handler, exit 1). Dead letters (the relay's --dlq-topic under --on-error
+  // dlq) go to options.dlq_bus. Throws aws::CredentialsError (exit 1) or
+  // aws::EventBridgeConfigError (exit 2).
   EventBridgePublishers(boost::asio::any_io_executor executor, const relay::RelayConfig& config,
                         aws::EventBridgeSinkOptions options, Handlers handlers);
   ~EventBridgePublishers() override;

@@ -172,7 +172,7 @@ TEST(EventBridgeConfig, RegionAndEndpointAsTheSdksFindThem) {
   auto c = aws::resolve_eventbridge_config(o, env_of({{"AWS_REGION", "eu-west-1"}}));
   EXPECT_EQ(c.events.region, "eu-west-1");
   EXPECT_EQ(c.events.endpoint_url, "https://events.eu-west-1.amazonaws.com");
-  EXPECT_EQ(c.events.credentials.source, "environment");
+  EXPECT_FALSE(c.events.credentials_provider);  // the caller's (the sink's) to set
   EXPECT_EQ(c.bus, "orders");
   EXPECT_EQ(c.dlq_bus, "");
   EXPECT_EQ(c.dlq_topic, "outbox.dlq");

@@ -83,12 +83,12 @@ struct EventBridgeSinkOptions {
 // throws EventBridgeConfigError naming what is wrong.
 std::string check_event_bus(const std::string& bus);
 
-// The publisher's settings: the region from the option, else AWS_REGION, AWS_DEFAULT_REGION, the
-// profile's, else the bus ARN's; the endpoint from the option, else AWS_ENDPOINT_URL_EVENTS,
-// else AWS_ENDPOINT_URL, else https://events.REGION.amazonaws.com (.amazonaws.com.cn in China);
-// the credentials from the SDKs' chain (credentials.hpp). Reads files: not on the io thread.
-// Throws CredentialsError (no credentials; the message lists the sources) or
-// EventBridgeConfigError (a bus or endpoint that is not one, no region anywhere).
+// The publisher's settings but its credentials (the caller sets events.credentials_provider): the
+// region from the option, else AWS_REGION, AWS_DEFAULT_REGION, the profile's, else the bus ARN's;
+// the endpoint from the option, else AWS_ENDPOINT_URL_EVENTS, else AWS_ENDPOINT_URL, else
+// https://events.REGION.amazonaws.com (.amazonaws.com.cn in China). Reads the config file: not on
+// the io thread. Throws CredentialsError (a config file it cannot read) or EventBridgeConfigError
+// (a bus or endpoint that is not one, no region anywhere).
 EventBridgePublisherConfig resolve_eventbridge_config(const EventBridgeSinkOptions& options,
                                                       const EnvLookup& env);
 
