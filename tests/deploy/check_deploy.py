@@ -408,12 +408,14 @@ def check_unit(relay, unit, env_file):
                 problem(f"{unit}: a password on the command line")
             # argv[0] is the installed path; the binary under test checks the arguments.
             parser_accepts(relay, argv[1:], f"{unit.name} ExecStart with {env_file.name}: {sink}")
-            if flag_value(argv, "--pg") in (None, "") or (
-                    flag_value(argv, "--brokers") in (None, "")
-                    and flag_value(argv, "--nats") in (None, "")):
-                problem(f"{unit.name}: --pg, or --brokers and --nats, empty with {sink}")
-        if len(sinks) < 2 or not any("--nats" in s for s in sinks):
-            problem(f"{env_file.name}: no NATS JetStream alternative (#RELAY_SINK=--nats ...)")
+            if flag_value(argv, "--pg") in (None, "") or all(
+                    flag_value(argv, f) in (None, "")
+                    for f in ("--brokers", "--nats", "--sqs", "--eventbridge")):
+                problem(f"{unit.name}: --pg, or every sink flag, empty with {sink}")
+        for flag, name in (("--nats", "NATS JetStream"), ("--sqs", "Amazon SQS"),
+                           ("--eventbridge", "Amazon EventBridge")):
+            if not any(flag in s for s in sinks[1:]):
+                problem(f"{env_file.name}: no {name} alternative (#RELAY_SINK={flag} ...)")
 
 
 def check_readme_alerts():
