@@ -69,8 +69,10 @@ std::optional<Result> await_result(boost::asio::io_context& io,
   std::optional<Result> result;
   start([&result](Result r) { result = std::move(r); });
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  io.restart();
   while (!result && std::chrono::steady_clock::now() < deadline) {
+    // Again each time: an io_context that ran out of work stays stopped, and would not run what
+    // another thread posts to it later (the credentials chain's file reads).
+    io.restart();
     io.run_one_for(std::chrono::milliseconds(50));
   }
   return result;
