@@ -66,14 +66,6 @@ class NatsSinkFactory : public SinkFactory {
     return parts;
   }
 
-  // JetStream has no transactions (the flags refuse --delivery exactly-once with --nats).
-  std::unique_ptr<relay::Transactions> transactions(const relay::RelayConfig&, relay::Pipeline&,
-                                                    relay::Metrics&,
-                                                    std::shared_ptr<spdlog::logger>,
-                                                    relay::Transactions::Host&) override {
-    return nullptr;
-  }
-
   // A subject costs the client nothing that lasts.
   bool bounds_topics() const override { return false; }
 
@@ -97,14 +89,6 @@ class EventBridgeSinkFactory : public SinkFactory {
     return parts;
   }
 
-  // EventBridge has no transactions (the flags refuse --delivery exactly-once with it).
-  std::unique_ptr<relay::Transactions> transactions(const relay::RelayConfig&, relay::Pipeline&,
-                                                    relay::Metrics&,
-                                                    std::shared_ptr<spdlog::logger>,
-                                                    relay::Transactions::Host&) override {
-    return nullptr;
-  }
-
   // A Source costs the client nothing that lasts.
   bool bounds_topics() const override { return false; }
 
@@ -125,14 +109,6 @@ class SqsSinkFactory : public SinkFactory {
         executor, sqs_, config.on_error == relay::OnError::kDlq ? config.dlq_topic : "",
         std::move(handlers));
     return parts;
-  }
-
-  // SQS has no transactions (the flags refuse --delivery exactly-once with --sqs).
-  std::unique_ptr<relay::Transactions> transactions(const relay::RelayConfig&, relay::Pipeline&,
-                                                    relay::Metrics&,
-                                                    std::shared_ptr<spdlog::logger>,
-                                                    relay::Transactions::Host&) override {
-    return nullptr;
   }
 
   // One queue whatever the topic: nothing lasts per topic.

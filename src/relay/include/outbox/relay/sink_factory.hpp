@@ -40,11 +40,14 @@ class SinkFactory {
   // constructed: a bad setting throws (the broker's ConfigError) before anything runs.
   virtual Parts make(boost::asio::any_io_executor executor, const RelayConfig& config,
                      RecordSink::Handlers handlers, ProgressStore::Written written) = 0;
-  // Exactly-once's cycle over the sink make() made; null when the broker has no transactions.
-  virtual std::unique_ptr<Transactions> transactions(const RelayConfig& config, Pipeline& pipeline,
-                                                     Metrics& metrics,
-                                                     std::shared_ptr<spdlog::logger> log,
-                                                     Transactions::Host& host) = 0;
+  // Exactly-once's cycle over the sink make() made; null (the default) when the broker has no
+  // transactions (the flags refuse --delivery exactly-once with it).
+  virtual std::unique_ptr<Transactions> transactions(const RelayConfig& /*config*/,
+                                                     Pipeline& /*pipeline*/, Metrics& /*metrics*/,
+                                                     std::shared_ptr<spdlog::logger> /*log*/,
+                                                     Transactions::Host& /*host*/) {
+    return nullptr;
+  }
   // Every distinct destination costs the client memory for the process's life (librdkafka
   // keeps state for every topic produced to): --max-topics bounds them.
   virtual bool bounds_topics() const = 0;
