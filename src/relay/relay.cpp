@@ -725,7 +725,12 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   // progress, not past the last record Kafka acknowledged.
   Lsn slot_confirm_lsn() const {
     const Lsn c = confirm_lsn();
-    return records_progress() ? std::min(c, recorder_.acked()) : c;
+    if (!records_progress()) return c;
+    // Until the slot was compared with the record (verify_record()), it stays where the session
+    // found it: a record ahead of the server's WAL (a restore) bounds nothing, and a keepalive or
+    // the stop would confirm the slot past the loss the comparison is about to name.
+    if (!record_verified_) return std::min(c, session_from_);
+    return std::min(c, recorder_.acked());
   }
 
   // At a stop: the last confirmable position is recorded before the final confirmation, so that
