@@ -12,7 +12,9 @@
 #   fault        ctest -L fault on PostgreSQL 15: tests that kill, stop and restart the servers
 #   pg18         the integration and fault tests again on PostgreSQL 18 (all but
 #                RelayIntegration.Tls: the wheel's server has no TLS, and sinks.*, which
-#                touches no PostgreSQL); OUTBOX_SKIP_PG18 drops it
+#                touches no PostgreSQL), and the nats tests labelled pg18 (the relay's JetStream
+#                tests that depend on PostgreSQL's version: tests/nats/relay_nats_pg_test.cpp);
+#                OUTBOX_SKIP_PG18 drops it
 #   failover     ctest -L failover: a PostgreSQL 18 primary and standby of their own, promoted
 #   nats         ctest -L nats: the JetStream publisher, and the relay publishing to it (--nats)
 #   aws          ctest -L aws: the SQS and EventBridge clients against moto's server
@@ -30,7 +32,7 @@
 # unit, repo and deploy; then, at the same time, four streams:
 #   pg15   integration, fault, failover, nats and aws on OUTBOX_LANES (default 3) lanes of
 #          PostgreSQL 15
-#   pg18   integration and fault on OUTBOX_LANES lanes of PostgreSQL 18
+#   pg18   integration, fault and the tests labelled pg18 on OUTBOX_LANES lanes of PostgreSQL 18
 #   misc   package, then bench on a lane of its own
 #   sanitizers  asan then fuzz, at a lower CPU priority (they only compute; the lanes mostly wait)
 # A lane is a state folder (.local/lanes/NAME, OUTBOX_STATE_DIR) with its own PostgreSQL, Kafka
@@ -210,7 +212,7 @@ fi
 if wants pg18; then
   for i in $(seq 1 "$LANES"); do
     k=$((k + 1))
-    LANE_SPECS+=("pg18_$i $k 18 pg kafka")
+    LANE_SPECS+=("pg18_$i $k 18 pg kafka nats")
     pg18_lanes+=("pg18_$i")
   done
 fi
@@ -424,9 +426,12 @@ run_pg15() {
 }
 run_pg18() {
   # Not RelayIntegration.Tls (the wheel's server has no TLS), nor the sinks.* tests of
-  # tests/unit/sinks labelled fault, which touch no PostgreSQL and ran in the pg15 stream.
-  timed "pg18: integration fault" lanes_ctest pg18 "${pg18_lanes[@]}" -- -L '^(integration|fault)$' \
-    -E '^(RelayIntegration[.]Tls|sinks[.].*)$' || failed "ctest tier pg18" $?
+  # tests/unit/sinks labelled fault, which touch no PostgreSQL and ran in the pg15 stream. The
+  # label pg18 (beside a tier label): a test of another tier that runs on PostgreSQL 18 too (the
+  # relay's JetStream tests that depend on PostgreSQL's version).
+  timed "pg18: integration fault pg18" lanes_ctest pg18 "${pg18_lanes[@]}" -- \
+    -L '^(integration|fault|pg18)$' -E '^(RelayIntegration[.]Tls|sinks[.].*)$' ||
+    failed "ctest tier pg18" $?
 }
 run_misc() {
   if wants package; then

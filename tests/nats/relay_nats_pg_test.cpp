@@ -1,0 +1,331 @@
+// The relay publishing to NATS JetStream (--nats) where PostgreSQL's version matters: the
+// records as pgoutput decodes them, and the slot lost, invalidated or made anew against the
+// relay's progress record in its JetStream key-value bucket. They run on PostgreSQL 15 (stream
+// pg15, label nats) and again on PostgreSQL 18 (stream pg18: label pg18 beside nats;
+// scripts/test.sh). The real outbox-relay binary, PostgreSQL and the lane's nats-server
+// (OUTBOX_PG, OUTBOX_NATS); the fixture is tests/nats' NatsRelay (nats_relay_fixture.hpp).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "nats_relay_fixture.hpp"
+#include "outbox/nats/publisher.hpp"
+#include "stream_reader.hpp"
+
+namespace outbox_test::fault {
+namespace {
+// Records as a consumer reads them: data = the payload as PostgreSQL prints it, headers id, type
+// and key, Nats-Msg-Id = id, the subject rendered per aggregate type, per-aggregate order; the
+// slot confirmed once they are stored.
+TEST_F(NatsRelay, EndToEnd) {
+  create_outbox_table();
+  const std::string other_type = "Other" + suffix_;
+  const std::string other_subject = "outbox.event." + other_type;
+  outbox::nats::PublisherConfig c;
+  c.urls = nats_;
+  ASSERT_EQ(outbox::nats::ensure_stream(c, stream_, {topic_, other_subject}, 10min, 10s), "");
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  for (int t = 0; t < 20; ++t) {
+    pg_->exec("BEGIN; " +
+              Workload::insert_sql(qualified_table(), aggregatetype_, 7, t * 10 + 1, 5, false) +
+              "; " + Workload::insert_sql(qualified_table(), other_type, 7, t * 10 + 6, 5, false) +
+              "; COMMIT");
+  }
+  const Lsn after = pg_->current_wal_lsn();
+  const auto rows = committed_rows();
+  ASSERT_EQ(rows.size(), 200u);
+  std::vector<Stored> messages;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        messages = stored();
+        return messages.size() >= rows.size();
+      },
+      60s, 100ms))
+      << messages.size() << " of " << rows.size() << " stored";
+  EXPECT_TRUE(expect_confirmed_reaches(after, 30s));
+  messages = stored();
+  ASSERT_EQ(messages.size(), rows.size());
+  std::map<std::string, std::int64_t> last_seq;  // per aggregate
+  for (const Stored& m : messages) {
+    const auto id = m.headers.find("id");
+    ASSERT_NE(id, m.headers.end()) << m.subject;
+    const auto row = rows.find(id->second);
+    ASSERT_NE(row, rows.end()) << "not a committed event: " << id->second;
+    EXPECT_EQ(m.subject, "outbox.event." + row->second.aggregatetype);
+    EXPECT_EQ(m.data, row->second.payload);
+    EXPECT_EQ(m.headers.at("type"), row->second.type);
+    EXPECT_EQ(m.headers.at("key"), row->second.aggregateid);
+    EXPECT_EQ(m.headers.at("Nats-Msg-Id"), id->second);
+    const std::string agg = row->second.aggregatetype + "/" + row->second.aggregateid;
+    if (auto it = last_seq.find(agg); it != last_seq.end()) {
+      EXPECT_LT(it->second, row->second.seq) << "order of " << agg;
+    }
+    last_seq[agg] = row->second.seq;
+  }
+  expect_graceful_stop(relay);
+}
+
+// The progress record on JetStream (a key-value bucket, --nats-progress-bucket): a slot dropped
+// while the relay was down stops the restart (exit 4) instead of a new slot starting past the
+// events committed meanwhile; --accept-slot-loss goes on, said as an error (docs/failures.md).
+TEST_F(NatsRelay, ASlotDroppedWhileTheRelayWasDownStopsTheRestart) {
+  create_outbox_table();
+  // prune measures the retention on a time column.
+  pg_->exec("ALTER TABLE " + qualified_table() +
+            " ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()");
+  create_stream();
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 1, 10, false));
+  const Lsn after = pg_->current_wal_lsn();
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 10; }, 60s, 100ms));
+  // The slot is confirmed only through a position the record holds.
+  ASSERT_TRUE(expect_confirmed_reaches(after, 30s));
+  expect_graceful_stop(relay);
+  pg_->drop_slot_if_exists(slot_);
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 11, 10, false));
+
+  RelayProcess& restarted = start_relay();
+  const auto code = restarted.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
+                                << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("replication slot " + slot_ +
+                     " does not exist, but its progress record (JetStream key-value bucket "
+                     "outbox-relay-progress, key "),
+            std::string::npos)
+      << log;
+  EXPECT_FALSE(pg_->slot_exists(slot_)) << "the relay made a new slot";
+  EXPECT_EQ(stored().size(), 10u);
+
+  // status and prune read the same record: the loss is named, and no row of the gap is deleted
+  // once a slot is made anew (its catalog_xmin passes them).
+  const auto run = [&](const std::string& name, std::vector<std::string> args) {
+    args.insert(args.end(), {"--pg", conninfo_, "--slot", slot_, "--table", qualified_table(),
+                             "--nats", nats_});
+    return run_to_end(relay_bin_, args, log_path(name + "_out"), log_path(name + "_err"), 60s);
+  };
+  const CommandResult st = run("status", {"status"});
+  EXPECT_EQ(st.exit_code, 1) << st.out << st.err;
+  EXPECT_NE(st.out.find("slot missing, and the relay's progress record (JetStream key-value "
+                        "bucket outbox-relay-progress, key "),
+            std::string::npos)
+      << st.out;
+  pg_->query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot_});
+  const CommandResult pr = run("prune", {"prune", "--older-than", "1ms"});
+  EXPECT_EQ(pr.exit_code, 1) << pr.out << pr.err;
+  EXPECT_NE(pr.err.find("past the relay's progress record"), std::string::npos) << pr.err;
+  EXPECT_EQ(*pg_->scalar("SELECT count(*) FROM " + qualified_table()), "20");
+  pg_->drop_slot_if_exists(slot_);
+
+  RelayProcess& accepted = start_relay({"--accept-slot-loss"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(accepted));
+  EXPECT_NE(read_file(accepted.log_path()).find("event=slot_loss_accepted"), std::string::npos)
+      << tail_file(accepted.log_path(), 20);
+  expect_graceful_stop(accepted);
+}
+
+// max_slot_wal_keep_size passed while the relay streams to JetStream: the server frozen
+// (SIGSTOP), so nothing is acknowledged and the slot is not confirmed; events committed, WAL
+// pushed past the limit, a checkpoint terminates the walsender and invalidates the slot. The
+// relay stops (exit 4) naming a position at or before the gap, makes no slot, and prune deletes
+// none of the rows (JetStream has no repair from the table: docs/failures.md).
+TEST_F(NatsRelay, ASlotInvalidatedWhileStreamingStopsTheRelayNamingTheRange) {
+  create_outbox_table();
+  // prune measures the retention on a time column.
+  pg_->exec("ALTER TABLE " + qualified_table() +
+            " ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()");
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  RelayProcess& relay = start_relay({"--status-interval", "200ms"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 1, 10, false));
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 10; }, 60s, 100ms));
+  ASSERT_TRUE(expect_confirmed_reaches(pg_->current_wal_lsn(), 30s));
+
+  const pid_t pid = nats_pid();
+  ASSERT_GT(pid, 0);
+  struct Thaw {
+    pid_t pid;
+    ~Thaw() { ::kill(pid, SIGCONT); }
+  } thaw{pid};
+  ScopeGuard reset([&] {
+    pg_->exec("ALTER SYSTEM RESET max_slot_wal_keep_size");
+    pg_->exec("SELECT pg_reload_conf()");
+  });
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  const Lsn gap_from = pg_->current_wal_lsn();
+  pg_->exec("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'");
+  pg_->exec("SELECT pg_reload_conf()");
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 11, 6, false));
+  pg_->exec("CREATE TEMP TABLE wal_filler (x int)");
+  const auto wal_status = [&] {
+    return pg_->scalar("SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", {slot_})
+        .value_or("");
+  };
+  ASSERT_TRUE(wait_until(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          pg_->exec("INSERT INTO wal_filler SELECT generate_series(1, 1000)");
+          pg_->scalar("SELECT pg_switch_wal()::text");
+        }
+        pg_->exec("CHECKPOINT");
+        return wal_status() == "lost";
+      },
+      60s, 200ms))
+      << "wal_status " << wal_status();
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+
+  const auto code = relay.wait_exit(90s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n" << tail_file(relay.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(relay.log_path(), 20);
+  const std::string log = read_file(relay.log_path());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("confirmed_flush_lsn ([0-9A-F]+/[0-9A-F]+)")))
+      << log;
+  EXPECT_LE(parse_lsn(m[1].str()), gap_from) << "the position named is past the gap's start";
+  EXPECT_EQ(count_in_file(relay.log_path(), "event=created_slot"), 1u) << "a slot made anew";
+  const CommandResult pr = run_to_end(relay_bin_,
+                                      {"prune", "--pg", conninfo_, "--slot", slot_, "--table",
+                                       qualified_table(), "--nats", nats_, "--older-than", "1ms"},
+                                      log_path("prune_out"), log_path("prune_err"), 60s);
+  EXPECT_EQ(pr.exit_code, 1) << pr.out << pr.err;
+  EXPECT_EQ(*pg_->scalar("SELECT count(*) FROM " + qualified_table()), "16");
+}
+
+// max_slot_wal_keep_size passed while the relay is down: the restart finds the slot lost and
+// stops (exit 4) naming the cause and the position, making no slot; prune deletes no row.
+TEST_F(NatsRelay, ASlotInvalidatedWhileTheRelayWasDownStopsTheRestart) {
+  create_outbox_table();
+  pg_->exec("ALTER TABLE " + qualified_table() +
+            " ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()");
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 1, 10, false));
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 10; }, 60s, 100ms));
+  const Lsn delivered = pg_->current_wal_lsn();
+  ASSERT_TRUE(expect_confirmed_reaches(delivered, 30s));
+  expect_graceful_stop(relay);
+  // The stop may confirm past the last event, to the server's WAL end: the gap starts at the first
+  // insert after the stop, not at the last delivered event.
+  const Lsn gap_from = pg_->current_wal_lsn();
+  {
+    ScopeGuard reset([&] {
+      pg_->exec("ALTER SYSTEM RESET max_slot_wal_keep_size");
+      pg_->exec("SELECT pg_reload_conf()");
+    });
+    pg_->exec("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'");
+    pg_->exec("SELECT pg_reload_conf()");
+    pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 11, 6, false));
+    pg_->exec("CREATE TEMP TABLE wal_filler (x int)");
+    const auto wal_status = [&] {
+      return pg_
+          ->scalar("SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", {slot_})
+          .value_or("");
+    };
+    ASSERT_TRUE(wait_until(
+        [&] {
+          for (int i = 0; i < 3; ++i) {
+            pg_->exec("INSERT INTO wal_filler SELECT generate_series(1, 1000)");
+            pg_->scalar("SELECT pg_switch_wal()::text");
+          }
+          pg_->exec("CHECKPOINT");
+          return wal_status() == "lost";
+        },
+        60s, 200ms))
+        << "wal_status " << wal_status();
+  }
+  RelayProcess& restarted = start_relay();
+  const auto code = restarted.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
+                                << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("max_slot_wal_keep_size"), std::string::npos) << log;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("confirmed_flush_lsn ([0-9A-F]+/[0-9A-F]+)")))
+      << log;
+  EXPECT_GE(parse_lsn(m[1].str()), delivered)
+      << "the position named is before the delivered events";
+  EXPECT_LE(parse_lsn(m[1].str()), gap_from) << "the position named is past the gap's start";
+  EXPECT_EQ(log.find("event=created_slot"), std::string::npos) << log;
+  EXPECT_EQ(stored().size(), 10u);
+  const CommandResult pr = run_to_end(relay_bin_,
+                                      {"prune", "--pg", conninfo_, "--slot", slot_, "--table",
+                                       qualified_table(), "--nats", nats_, "--older-than", "1ms"},
+                                      log_path("prune_out"), log_path("prune_err"), 60s);
+  EXPECT_EQ(pr.exit_code, 1) << pr.out << pr.err;
+  EXPECT_EQ(*pg_->scalar("SELECT count(*) FROM " + qualified_table()), "16");
+}
+
+// The slot dropped and made anew by another client while the relay was down: it exists, past the
+// relay's progress record in the JetStream bucket. The start stops (exit 4) naming both
+// positions, and stores nothing; --accept-slot-loss goes on, said as an error, and moves the
+// record, so that the next start streams without the flag.
+TEST_F(NatsRelay, ASlotMadeAnewByAnotherClientStopsTheStart) {
+  create_outbox_table();
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 1, 10, false));
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 10; }, 60s, 100ms));
+  ASSERT_TRUE(expect_confirmed_reaches(pg_->current_wal_lsn(), 30s));
+  expect_graceful_stop(relay);
+  const auto stopped_at = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(stopped_at.has_value());
+  pg_->drop_slot_if_exists(slot_);
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 11, 6, false));
+  pg_->query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot_});
+  const auto made = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(made.has_value() && *made > *stopped_at);
+
+  RelayProcess& restarted = start_relay();
+  const auto code = restarted.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
+                                << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("replication slot " + slot_ + " is confirmed through " + format_lsn(*made) +
+                     ", past " + format_lsn(*stopped_at) +
+                     ", through which its progress record "
+                     "(JetStream key-value bucket outbox-relay-progress"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(pg_->slot_confirmed_flush(slot_), made) << "the stopped start moved the slot";
+  EXPECT_EQ(stored().size(), 10u);
+
+  RelayProcess& accepted = start_relay({"--accept-slot-loss"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(accepted));
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return read_file(accepted.log_path()).find("event=progress_verified") != std::string::npos;
+      },
+      30s, 50ms))
+      << tail_file(accepted.log_path(), 20);
+  EXPECT_NE(read_file(accepted.log_path()).find("event=slot_ahead_accepted"), std::string::npos)
+      << tail_file(accepted.log_path(), 20);
+  expect_graceful_stop(accepted);
+  RelayProcess& again = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(again));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 17, 4, false));
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 14; }, 60s, 100ms))
+      << stored().size() << " stored; see " << again.log_path();
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return read_file(again.log_path()).find("event=progress_verified") != std::string::npos;
+      },
+      30s, 50ms))
+      << tail_file(again.log_path(), 20);
+  EXPECT_TRUE(again.is_running());
+  expect_graceful_stop(again);
+}
+
+}  // namespace
+}  // namespace outbox_test::fault
