@@ -28,6 +28,7 @@
 
 #include "aws/json_protocol.hpp"
 #include "moto.hpp"
+#include "moto_roles.hpp"
 #include "outbox/aws/credentials_provider.hpp"
 #include "outbox/aws/sqs_client.hpp"
 #include "outbox_test/test_http_server.hpp"
@@ -48,21 +49,10 @@ std::string unique_name(std::string_view prefix) {
          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
-std::string iso8601(std::chrono::system_clock::time_point t) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  ::gmtime_r(&seconds, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
-
-struct Key {
-  std::string id;
-  std::string secret;
-  std::string token;
-  std::string role;  // the role of moto's IAM they belong to
-};
+using Key = outbox_test::RoleKey;
+using outbox_test::iso8601;
+using outbox_test::json_answer;
+using outbox_test::sts_answer;
 
 // A gate the test opens: an endpoint's handler waits at it (at most 20 s).
 class Gate {
@@ -106,69 +96,10 @@ class CredentialSources : public ::testing::Test {
     return path.string();
   }
 
-  // A query-protocol call to moto's IAM or STS, signed with the test key; the answer's XML.
-  std::string query(const std::string& service, std::map<std::string, std::string> params) {
-    params["Version"] = service == "sts" ? "2011-06-15" : "2010-05-08";
-    std::string body;
-    for (const auto& [k, v] : params) {
-      body +=
-          (body.empty() ? "" : "&") + aws::uri_encode(k, false) + "=" + aws::uri_encode(v, false);
-    }
-    aws::HttpClient http(io_.get_executor(), aws::parse_endpoint(moto().endpoint), {});
-    aws::SigningRequest signing;
-    signing.method = "POST";
-    signing.headers = {{"Host", http.endpoint().host_header},
-                       {"Content-Type", "application/x-www-form-urlencoded; charset=utf-8"}};
-    signing.payload_hash = aws::payload_hash(body);
-    aws::SigningOptions options;
-    options.region = moto().region;
-    options.service = service;
-    options.time = std::chrono::system_clock::now();
-    const auto signed_request =
-        aws::sign(signing, {moto().access_key_id, moto().secret_access_key, ""}, options);
-    aws::HttpRequest request;
-    request.headers = signing.headers;
-    for (const auto& h : signed_request.headers) request.headers.push_back(h);
-    request.body = body;
-    auto response =
-        await_result<aws::HttpResponse>(io_, [&](std::function<void(aws::HttpResponse)> done) {
-          http.async_request(request, std::move(done));
-        });
-    if (!response || !response->error.empty() || response->status != 200) {
-      throw std::runtime_error(service + " " + params["Action"] + ": " +
-                               (response ? response->error + response->body : "no answer"));
-    }
-    return response->body;
-  }
-
-  // Temporary credentials of a new role of moto's IAM allowed SQS, from moto's STS AssumeRole:
-  // moto checks their session token, and refuses them once the role's policy is gone.
-  Key role_credentials() {
-    const std::string role = unique_name("creds-role");
-    const std::string arn = aws::xml_element(
-        query(
-            "iam",
-            {{"Action", "CreateRole"},
-             {"RoleName", role},
-             {"AssumeRolePolicyDocument",
-              R"({"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"*"},"Action":"sts:AssumeRole"}]})"}}),
-        "Arn");
-    query(
-        "iam",
-        {{"Action", "PutRolePolicy"},
-         {"RoleName", role},
-         {"PolicyName", "sqs"},
-         {"PolicyDocument",
-          R"({"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"sqs:*","Resource":"*"}]})"}});
-    const std::string xml =
-        query("sts", {{"Action", "AssumeRole"}, {"RoleArn", arn}, {"RoleSessionName", "relay"}});
-    return Key{aws::xml_element(xml, "AccessKeyId"), aws::xml_element(xml, "SecretAccessKey"),
-               aws::xml_element(xml, "SessionToken"), role};
-  }
+  // Temporary credentials of a new role of moto's IAM allowed SQS (moto_roles.hpp).
+  Key role_credentials() { return outbox_test::moto_role_credentials(io_); }
   std::pair<Key, Key> two_keys() { return {role_credentials(), role_credentials()}; }
-  void delete_key(const Key& key) {
-    query("iam", {{"Action", "DeleteRolePolicy"}, {"RoleName", key.role}, {"PolicyName", "sqs"}});
-  }
+  void delete_key(const Key& key) { outbox_test::moto_revoke(io_, key); }
 
   std::optional<std::string> create_queue(aws::SqsClient& client) {
     auto r = await_result<aws::SqsCallResult>(io_, [&](std::function<void(aws::SqsCallResult)> d) {
@@ -240,24 +171,6 @@ class CredentialSources : public ::testing::Test {
   fs::path dir_;
   std::map<std::string, std::string> env_;
 };
-
-std::string sts_answer(const Key& key, const std::string& expiration) {
-  return "<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
-         "<AssumeRoleWithWebIdentityResult><SubjectFromWebIdentityToken>system:sa</"
-         "SubjectFromWebIdentityToken><Credentials><SessionToken>" +
-         key.token + "</SessionToken><SecretAccessKey>" + key.secret +
-         "</SecretAccessKey><Expiration>" + expiration + "</Expiration><AccessKeyId>" + key.id +
-         "</AccessKeyId></Credentials></AssumeRoleWithWebIdentityResult>"
-         "<ResponseMetadata><RequestId>1</RequestId></ResponseMetadata>"
-         "</AssumeRoleWithWebIdentityResponse>";
-}
-
-std::string json_answer(const Key& key, const std::string& expiration) {
-  return "{\"Code\":\"Success\",\"LastUpdated\":\"2026-01-01T00:00:00Z\",\"Type\":\"AWS-HMAC\","
-         "\"AccessKeyId\":\"" +
-         key.id + "\",\"SecretAccessKey\":\"" + key.secret + "\",\"Token\":\"" + key.token +
-         "\",\"Expiration\":\"" + expiration + "\"}";
-}
 
 TEST_F(CredentialSources, WebIdentityThroughStsRefreshedWithTheTokenReadAgain) {
   const auto [a, b] = two_keys();
