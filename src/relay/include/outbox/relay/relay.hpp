@@ -60,7 +60,7 @@ struct RelayConfig {
   std::chrono::milliseconds status_interval{10'000};
   // While the stream is busy, the longest pause of the reader after draining what libpq
   // buffered, before it reads the socket again (0: read as soon as it is readable). The pause
-  // adapts below this to how fast the server writes. See stream().
+  // adapts below this to how fast the server writes. See StreamLoop (stream_loop.hpp).
   std::chrono::microseconds read_pause{500};
   std::chrono::milliseconds shutdown_timeout{30'000};
   std::chrono::milliseconds connect_timeout{30'000};
