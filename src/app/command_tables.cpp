@@ -474,6 +474,34 @@ Table setup_flags(SetupOptions& o) {
       noting(flags::name("--dlq-topic", o.dlq_subject,
                          "the relay's dead-letter subject, also captured (default outbox.dlq)"),
              o.stream_setting_given),
+      flags::text("--sqs", "QUEUE_URL", o.sqs.queue_url,
+                  "the Amazon SQS queue `run --sqs` publishes to: checked, never created\n"
+                  "(it exists and the credentials may read it; FIFO or standard;\n"
+                  "content-based deduplication; MaximumMessageSize: docs/aws.md)"),
+      flags::text("--sqs-dlq", "QUEUE_URL", o.sqs.dlq_queue_url,
+                  "with --sqs: the relay's dead-letter queue (run --sqs-dlq), checked too"),
+      flags::text("--eventbridge", "BUS", o.eventbridge.bus,
+                  "the Amazon EventBridge event bus (a name or an ARN) `run --eventbridge`\n"
+                  "publishes to: checked (DescribeEventBus), never created"),
+      flags::text("--eventbridge-dlq", "BUS", o.eventbridge.dlq_bus,
+                  "with --eventbridge: the relay's dead-letter bus (run --eventbridge-dlq),\n"
+                  "checked too"),
+      {"--aws-region", "REGION",
+       "with --sqs or --eventbridge: the AWS region, as for run (default:\n"
+       "AWS_REGION, AWS_DEFAULT_REGION, the profile's, else the queue URL's or\n"
+       "the bus ARN's)",
+       [&o](const std::string&, const std::string& v) {
+         o.sqs.region = v;
+         o.eventbridge.region = v;
+       }},
+      {"--aws-endpoint", "URL",
+       "with --sqs or --eventbridge: the service's endpoint, as for run (default:\n"
+       "AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL_EVENTS, then AWS_ENDPOINT_URL,\n"
+       "else SQS's queue URL's scheme and host, EventBridge's regional endpoint)",
+       [&o](const std::string&, const std::string& v) {
+         o.sqs.endpoint_url = v;
+         o.eventbridge.endpoint_url = v;
+       }},
       help_flag(o.help),
   };
   table.insert(table.end(), std::make_move_iterator(stream.begin()),

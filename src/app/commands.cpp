@@ -3,6 +3,7 @@
 #include <chrono>
 #include <ostream>
 
+#include "outbox/aws/setup_check.hpp"
 #include "outbox/common/qualified_name.hpp"
 #include "outbox/lifecycle/failover.hpp"  // check_failover_primary
 #include "outbox/lifecycle/status.hpp"    // human_bytes, lsn_text
@@ -76,12 +77,42 @@ int setup_stream(const SetupOptions& o, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+// setup --sqs / --eventbridge: the queue or bus checked in the account before the database is
+// touched (a queue that does not exist leaves no slot retaining WAL behind); nothing is created
+// there. Exit code 1 and one line when it does not exist, cannot be read or does not answer; a
+// standard queue is a warning.
+int setup_aws(const SetupOptions& o, std::ostream& out, std::ostream& err) {
+  constexpr std::chrono::seconds kTimeout{10};
+  aws::SetupCheck check;
+  try {
+    check = o.sqs.queue_url.empty()
+                ? aws::check_eventbridge_setup(o.eventbridge, aws::process_environment(), kTimeout)
+                : aws::check_sqs_setup(o.sqs, aws::process_environment(), kTimeout);
+  } catch (const aws::SqsConfigError& e) {
+    err << "outbox-relay: SQS configuration (--sqs, --aws-*): " << e.what() << '\n';
+    return relay::kExitUsage;
+  } catch (const aws::EventBridgeConfigError& e) {
+    err << "outbox-relay: EventBridge configuration (--eventbridge*, AWS_*): " << e.what() << '\n';
+    return relay::kExitUsage;
+  } catch (const aws::CredentialsError& e) {
+    return fail(err, "setup", std::string("AWS credentials: ") + e.what());
+  }
+  for (const std::string& line : check.lines) out << line << '\n';
+  for (const std::string& w : check.warnings) err << "outbox-relay setup: warning: " << w << '\n';
+  if (!check.error.empty()) return fail(err, "setup", check.error);
+  out << std::flush;
+  return 0;
+}
+
 }  // namespace
 
 int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
   const std::string table = common::QualifiedName{o.schema, o.table}.text();
   if (!o.nats_stream.empty()) {
     if (const int code = setup_stream(o, out, err); code != 0) return code;
+  }
+  if (!o.sqs.queue_url.empty() || !o.eventbridge.bus.empty()) {
+    if (const int code = setup_aws(o, out, err); code != 0) return code;
   }
   try {
     pg::AdminSession db(o.conninfo);

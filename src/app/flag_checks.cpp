@@ -257,6 +257,55 @@ void check_messages_mapping(const mapping::MapperConfig& m) {
   }
 }
 
+namespace {
+
+// setup's --sqs or --eventbridge: one broker, the dead-letter queue or bus with its own, and the
+// values run would refuse.
+void check_setup_aws(const SetupOptions& o) {
+  const auto& s = o.sqs;
+  const auto& e = o.eventbridge;
+  if (s.queue_url.empty() && !s.dlq_queue_url.empty()) {
+    throw flags::rejected("--sqs-dlq", "needs --sqs");
+  }
+  if (e.bus.empty() && !e.dlq_bus.empty()) {
+    throw flags::rejected("--eventbridge-dlq", "needs --eventbridge");
+  }
+  if (s.queue_url.empty() && e.bus.empty()) {
+    if (!s.region.empty()) throw flags::rejected("--aws-region", "needs --sqs or --eventbridge");
+    if (!s.endpoint_url.empty()) {
+      throw flags::rejected("--aws-endpoint", "needs --sqs or --eventbridge");
+    }
+    return;
+  }
+  const char* flag = s.queue_url.empty() ? "--eventbridge" : "--sqs";
+  if (!s.queue_url.empty() && !e.bus.empty()) {
+    throw flags::rejected("--sqs", "cannot be used with --eventbridge (one sink)");
+  }
+  if (!o.nats.urls.empty()) {
+    throw flags::rejected(flag, "cannot be used with --nats (one sink)");
+  }
+  if (!s.endpoint_url.empty() && s.endpoint_url.find("://") == std::string::npos) {
+    throw flags::rejected("--aws-endpoint", "\"" + s.endpoint_url.substr(0, 200) +
+                                                "\" is not an http:// or https:// URL");
+  }
+  if (!s.queue_url.empty()) {
+    check_queue_url("--sqs", s.queue_url);
+    if (!s.dlq_queue_url.empty()) check_queue_url("--sqs-dlq", s.dlq_queue_url);
+    return;
+  }
+  for (const auto& [bus, name] :
+       {std::pair{&e.bus, "--eventbridge"}, std::pair{&e.dlq_bus, "--eventbridge-dlq"}}) {
+    if (bus->empty()) continue;
+    try {
+      (void)aws::check_event_bus(*bus);
+    } catch (const aws::EventBridgeConfigError& error) {
+      throw flags::rejected(name, error.what());
+    }
+  }
+}
+
+}  // namespace
+
 void check_setup(const SetupOptions& o) {
   if (!o.message_writers.empty() && o.message_prefix.empty()) {
     throw flags::rejected("--message-writer", "needs --messages PREFIX");
@@ -292,6 +341,7 @@ void check_setup(const SetupOptions& o) {
       throw flags::rejected("--topic", e.what());
     }
   }
+  check_setup_aws(o);
 }
 
 void check_reconcile(const ReconcileOptions& o) {

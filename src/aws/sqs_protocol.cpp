@@ -217,6 +217,15 @@ SqsQueueAttributesResult parse_get_queue_attributes(std::string_view body) {
     }
     result.attributes.maximum_message_size = size;
   }
+  if (attributes["DeduplicationScope"].get(v) == simdjson::SUCCESS) {
+    result.attributes.deduplication_scope = std::string(v);
+  }
+  if (attributes["FifoThroughputLimit"].get(v) == simdjson::SUCCESS) {
+    result.attributes.fifo_throughput_limit = std::string(v);
+  }
+  if (attributes["KmsMasterKeyId"].get(v) == simdjson::SUCCESS) {
+    result.attributes.kms_master_key_id = std::string(v);
+  }
   return result;
 }
 

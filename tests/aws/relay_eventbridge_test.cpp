@@ -268,5 +268,61 @@ TEST_F(EventBridgeRelay, RefusedSecretExitsOneNamingTheSource) {
   EXPECT_EQ(log.find(wrong), std::string::npos) << "the secret is in the log";
 }
 
+// setup --eventbridge checks the bus (DescribeEventBus) before the database is touched and creates
+// nothing: a bus (or --eventbridge-dlq) that does not exist is exit 1 naming it, with the command
+// that would create it, no bus made and no slot left behind; an existing bus passes.
+TEST_F(EventBridgeRelay, SetupChecksTheBusAndCreatesNothing) {
+  create_outbox_table();
+  auto setup = [&](const std::string& bus, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"setup",           "--pg",          conninfo_, "--table",
+                                     qualified_table(), "--slot",        slot_,     "--publication",
+                                     publication_,      "--eventbridge", bus};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_to_end(relay_bin_, args, log_path("setup_out"), log_path("setup_err"), 60s);
+  };
+  const std::string missing = "missing-" + suffix_;
+  boost::asio::io_context io;
+  outbox::aws::EventBridgeClient events(io.get_executor(), moto_events_config(moto().endpoint));
+  auto bus_exists = [&](const std::string& name) {
+    auto answer = await_result<outbox::aws::EventBridgeCallResult>(
+        io, [&](std::function<void(outbox::aws::EventBridgeCallResult)> done) {
+          events.call("DescribeEventBus", "{\"Name\":\"" + name + "\"}", std::move(done));
+        });
+    if (!answer) throw std::runtime_error("DescribeEventBus: no answer in time");
+    return !answer->error.has_value();
+  };
+  ASSERT_TRUE(bus_exists(eventbridge_bus_));
+
+  const CommandResult absent = setup(missing);
+  EXPECT_EQ(absent.exit_code, 1) << absent.out << absent.err;
+  EXPECT_NE(
+      absent.err.find("outbox-relay setup: EventBridge event bus " + missing + " does not exist"),
+      std::string::npos)
+      << absent.err;
+  EXPECT_NE(absent.err.find("aws events create-event-bus --name " + missing + " --region " +
+                            moto().region + " --endpoint-url " + moto().endpoint),
+            std::string::npos)
+      << absent.err;
+  EXPECT_FALSE(bus_exists(missing)) << "setup created the bus";
+  EXPECT_FALSE(pg_->slot_exists(slot_)) << "a bus that does not exist left a slot behind";
+
+  const CommandResult no_dlq = setup(eventbridge_bus_, {"--eventbridge-dlq", missing});
+  EXPECT_EQ(no_dlq.exit_code, 1) << no_dlq.err;
+  EXPECT_NE(no_dlq.err.find("EventBridge dead-letter bus " + missing + " does not exist"),
+            std::string::npos)
+      << no_dlq.err;
+  EXPECT_FALSE(bus_exists(missing)) << "setup created the dead-letter bus";
+  EXPECT_FALSE(pg_->slot_exists(slot_));
+
+  const CommandResult exists = setup(eventbridge_bus_, {"--eventbridge-dlq", "default"});
+  ASSERT_EQ(exists.exit_code, 0) << exists.err;
+  EXPECT_NE(exists.out.find("event bus " + eventbridge_bus_ + ": exists (arn:aws:events:"),
+            std::string::npos)
+      << exists.out;
+  EXPECT_NE(exists.out.find("dead-letter bus default: exists"), std::string::npos) << exists.out;
+  EXPECT_NE(exists.out.find("consumers deduplicate by detail.id"), std::string::npos) << exists.out;
+  EXPECT_TRUE(pg_->slot_exists(slot_)) << "setup went on to the database";
+}
+
 }  // namespace
 }  // namespace outbox_test::fault

@@ -295,6 +295,93 @@ TEST_F(SqsRelay, StandardQueueGetsEveryEvent) {
   expect_graceful_stop(relay);
 }
 
+// setup --sqs checks the queue in the account before the database is touched and creates
+// nothing there: a queue that does not exist (or a --sqs-dlq that does not) is exit 1 naming it,
+// with the command that would create it, no queue made and no slot left behind; a FIFO queue
+// passes (content-based deduplication on is harmless, said so); a standard queue passes with a
+// warning (at-least-once, no order).
+TEST_F(SqsRelay, SetupChecksTheQueueAndCreatesNothing) {
+  create_outbox_table();
+  auto setup = [&](const std::string& queue, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"setup",           "--pg",   conninfo_, "--table",
+                                     qualified_table(), "--slot", slot_,     "--publication",
+                                     publication_,      "--sqs",  queue};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_to_end(relay_bin_, args, log_path("setup_out"), log_path("setup_err"), 60s);
+  };
+  // moto's queue URLs are ENDPOINT/ACCOUNT/NAME: a missing queue's in the same account.
+  const std::string account_url = sqs_queue_url_.substr(0, sqs_queue_url_.find_last_of('/') + 1);
+  const std::string missing_name = "missing-" + suffix_ + ".fifo";
+  const std::string missing = account_url + missing_name;
+  aws::SqsClient client(admin_.io_.get_executor(), admin_.config());
+  auto queue_exists = [&](const std::string& name) {
+    auto answer = admin_.call(client, "GetQueueUrl", "{\"QueueName\":\"" + name + "\"}");
+    return !answer.error.has_value();
+  };
+
+  const CommandResult absent = setup(missing);
+  EXPECT_EQ(absent.exit_code, 1) << absent.out << absent.err;
+  EXPECT_NE(absent.err.find("outbox-relay setup: SQS queue " + missing + " does not exist"),
+            std::string::npos)
+      << absent.err;
+  EXPECT_NE(absent.err.find("aws sqs create-queue --queue-name " + missing_name +
+                            " --attributes FifoQueue=true --region " + moto().region +
+                            " --endpoint-url "),
+            std::string::npos)
+      << absent.err;
+  EXPECT_FALSE(queue_exists(missing_name)) << "setup created the queue";
+  EXPECT_FALSE(pg_->slot_exists(slot_)) << "a queue that does not exist left a slot behind";
+
+  const CommandResult no_dlq = setup(sqs_queue_url_, {"--sqs-dlq", missing});
+  EXPECT_EQ(no_dlq.exit_code, 1) << no_dlq.err;
+  EXPECT_NE(no_dlq.err.find("SQS dead-letter queue " + missing + " does not exist"),
+            std::string::npos)
+      << no_dlq.err;
+  EXPECT_FALSE(queue_exists(missing_name)) << "setup created the dead-letter queue";
+  EXPECT_FALSE(pg_->slot_exists(slot_));
+
+  const CommandResult fifo = setup(sqs_queue_url_);
+  ASSERT_EQ(fifo.exit_code, 0) << fifo.err;
+  const std::string head = "queue " + sqs_queue_url_ + ": ";
+  EXPECT_NE(fifo.out.find(head + "exists, FIFO: each aggregate's events in commit order"),
+            std::string::npos)
+      << fifo.out;
+  EXPECT_NE(fifo.out.find(head + "content-based deduplication off"), std::string::npos) << fifo.out;
+  // 1 MiB: moto's default for a new queue (AWS's too, since 2025).
+  EXPECT_NE(fifo.out.find(head + "MaximumMessageSize 1048576 bytes"), std::string::npos)
+      << fifo.out;
+  EXPECT_EQ(fifo.err.find("warning"), std::string::npos) << fifo.err;
+  EXPECT_TRUE(pg_->slot_exists(slot_)) << "setup went on to the database";
+
+  const std::string dedup =
+      make_queue(queue_name_ + "-cbd.fifo", {{"FifoQueue", "true"},
+                                             {"ContentBasedDeduplication", "true"},
+                                             {"MaximumMessageSize", "2048"}});
+  const CommandResult harmless = setup(dedup, {"--sqs-dlq", sqs_queue_url_});
+  ASSERT_EQ(harmless.exit_code, 0) << harmless.err;
+  EXPECT_NE(harmless.out.find("queue " + dedup + ": content-based deduplication on: harmless"),
+            std::string::npos)
+      << harmless.out;
+  EXPECT_NE(harmless.out.find("queue " + dedup + ": MaximumMessageSize 2048 bytes"),
+            std::string::npos)
+      << harmless.out;
+  EXPECT_NE(harmless.out.find("dead-letter queue " + sqs_queue_url_ + ": exists, FIFO"),
+            std::string::npos)
+      << harmless.out;
+
+  const std::string standard = make_queue(queue_name_ + "-std", {});
+  const CommandResult warned = setup(standard);
+  ASSERT_EQ(warned.exit_code, 0) << warned.err;
+  EXPECT_NE(warned.out.find("queue " + standard + ": exists, standard: at-least-once, no order"),
+            std::string::npos)
+      << warned.out;
+  EXPECT_NE(warned.err.find("outbox-relay setup: warning: queue " + standard +
+                            " is a standard queue: every event is stored at least once, in no "
+                            "order"),
+            std::string::npos)
+      << warned.err;
+}
+
 // ---- through the fault-injecting proxy ------------------------------------------------------
 
 class SqsRelayProxy : public SqsRelay {

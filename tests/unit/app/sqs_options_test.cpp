@@ -81,5 +81,37 @@ TEST(SqsOptions, AwsSettingsNeedSqsAndUrlsMustBeQueueUrls) {
             "read)");
 }
 
+// setup --sqs / --eventbridge: the queue or bus (and its dead-letter one) that setup checks in the
+// account, with the region and endpoint run takes; one sink; the values run would refuse.
+TEST(SqsOptions, SetupChecksAQueueOrABus) {
+  CommandLine cl = parse_command_line({"setup", "--pg", "x", "--sqs", kQueue, "--sqs-dlq",
+                                       std::string(kQueue) + "2", "--aws-region", "eu-west-1",
+                                       "--aws-endpoint", "http://127.0.0.1:4566"});
+  EXPECT_EQ(cl.setup.sqs.queue_url, kQueue);
+  EXPECT_EQ(cl.setup.sqs.dlq_queue_url, std::string(kQueue) + "2");
+  EXPECT_EQ(cl.setup.sqs.region, "eu-west-1");
+  EXPECT_EQ(cl.setup.sqs.endpoint_url, "http://127.0.0.1:4566");
+  cl = parse_command_line(
+      {"setup", "--pg", "x", "--eventbridge", "orders", "--eventbridge-dlq", "dead"});
+  EXPECT_EQ(cl.setup.eventbridge.bus, "orders");
+  EXPECT_EQ(cl.setup.eventbridge.dlq_bus, "dead");
+  EXPECT_EQ(error_of({"setup", "--pg", "x", "--sqs-dlq", kQueue}), "--sqs-dlq: needs --sqs");
+  EXPECT_EQ(error_of({"setup", "--pg", "x", "--eventbridge-dlq", "dead"}),
+            "--eventbridge-dlq: needs --eventbridge");
+  EXPECT_EQ(error_of({"setup", "--pg", "x", "--aws-region", "eu-west-1"}),
+            "--aws-region: needs --sqs or --eventbridge");
+  EXPECT_EQ(error_of({"setup", "--pg", "x", "--sqs", kQueue, "--eventbridge", "orders"}),
+            "--sqs: cannot be used with --eventbridge (one sink)");
+  EXPECT_EQ(error_of({"setup", "--pg", "x", "--eventbridge", "orders", "--nats", "nats://a:1",
+                      "--nats-stream", "S"}),
+            "--eventbridge: cannot be used with --nats (one sink)");
+  EXPECT_EQ(error_of({"setup", "--pg", "x", "--sqs", "orders.fifo"}),
+            "--sqs: \"orders.fifo\" is not a queue URL "
+            "(https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)");
+  EXPECT_EQ(error_of({"setup", "--pg", "x", "--eventbridge", "arn:aws:sqs:x"})
+                .rfind("--eventbridge: ", 0),
+            0u);
+}
+
 }  // namespace
 }  // namespace outbox::app

@@ -224,6 +224,14 @@ TEST(SqsProtocol, QueueAttributesAreRead) {
   EXPECT_TRUE(
       aws::parse_get_queue_attributes(R"({"Attributes":{"MaximumMessageSize":"x"}})").error);
   EXPECT_TRUE(aws::parse_get_queue_attributes("{}").error);
+  // What setup reports when it asks for "All".
+  auto c = aws::parse_get_queue_attributes(
+      R"({"Attributes":{"FifoQueue":"true","DeduplicationScope":"messageGroup","FifoThroughputLimit":"perMessageGroupId","KmsMasterKeyId":"alias/orders"}})");
+  ASSERT_FALSE(c.error);
+  EXPECT_EQ(c.attributes.deduplication_scope, "messageGroup");
+  EXPECT_EQ(c.attributes.fifo_throughput_limit, "perMessageGroupId");
+  EXPECT_EQ(c.attributes.kms_master_key_id, "alias/orders");
+  EXPECT_EQ(b.attributes.kms_master_key_id, "");
 }
 
 TEST(EventBridgeProtocol, PutEventsBodyAndAnswer) {

@@ -108,6 +108,11 @@ struct SetupOptions {
   std::string topic_template = "outbox.event.${aggregatetype}";
   std::string dlq_subject = "outbox.dlq";
   std::string stream_setting_given;  // the first of --topic, --dlq-topic, --nats-duplicate-window
+  // --sqs QUEUE_URL (--sqs-dlq) or --eventbridge BUS (--eventbridge-dlq), with --aws-region and
+  // --aws-endpoint: checked in the account (aws/setup_check.hpp) before the database is touched;
+  // nothing is created there.
+  aws::SqsSinkOptions sqs;
+  aws::EventBridgeSinkOptions eventbridge;
   bool help = false;
 };
 

@@ -48,6 +48,10 @@ struct QueueAttributes {
   bool fifo = false;
   bool content_based_deduplication = false;
   std::size_t maximum_message_size = 262'144;
+  // Read when asked for (setup asks for "All"); empty when the queue has none.
+  std::string deduplication_scope;    // FIFO: messageQueue or messageGroup
+  std::string fifo_throughput_limit;  // FIFO: perQueue or perMessageGroupId
+  std::string kms_master_key_id;      // a KMS key (alias or id); empty: none or SQS-managed
 };
 
 struct SqsMessageAttribute {
