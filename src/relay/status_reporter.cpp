@@ -13,12 +13,15 @@ StatusReporter::StatusReporter(boost::asio::any_io_executor executor,
       cadence_(executor),
       confirm_(executor) {}
 
-void StatusReporter::start() { arm_cadence(); }
+void StatusReporter::start() {
+  ++generation_;
+  arm_cadence();
+}
 
 void StatusReporter::arm_cadence() {
   cadence_.expires_after(interval_);
-  cadence_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
+  cadence_.async_wait([this, gen = generation_](const boost::system::error_code& ec) {
+    if (ec || gen != generation_) return;  // cancelled, or expired just before stop()
     send_now();
     arm_cadence();
   });
@@ -28,7 +31,8 @@ void StatusReporter::confirm_soon() {
   if (confirm_armed_ || positions_().flush <= last_reported_) return;
   confirm_armed_ = true;
   confirm_.expires_after(confirm_delay_);
-  confirm_.async_wait([this](const boost::system::error_code& ec) {
+  confirm_.async_wait([this, gen = generation_](const boost::system::error_code& ec) {
+    if (gen != generation_) return;  // stop() reset confirm_armed_
     confirm_armed_ = false;
     if (!ec) send_now();
   });
@@ -42,8 +46,10 @@ void StatusReporter::send_now() {
 }
 
 void StatusReporter::stop() {
+  ++generation_;
   cadence_.cancel();
   confirm_.cancel();
+  confirm_armed_ = false;
 }
 
 }  // namespace outbox::relay

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <functional>
 #include <vector>
@@ -97,3 +98,24 @@ TEST_F(StatusReporterTest, AnUpdateThatCannotGoOutIsNotCountedAsReported) {
 }
 
 }  // namespace
+
+// A wait that expired just before stop() (its handler already queued, where cancel() does not
+// reach it) sends nothing and arms nothing: the io_context runs out of work. A cadence re-armed
+// there kept the relay's process alive after it logged event=fatal.
+TEST_F(StatusReporterTest, AWaitThatExpiredJustBeforeStopDoesNothing) {
+  StatusReporter r = make(0ms, 0ms);  // both waits due at once
+  r.start();
+  positions = {Lsn(300), Lsn(300)};
+  r.confirm_soon();
+  // The reactor's turn comes first and queues both expired waits; stop() runs after that,
+  // before their handlers.
+  boost::asio::post(io, [&] { r.stop(); });
+  io.run_for(500ms);
+  EXPECT_TRUE(io.stopped()) << "a timer is still armed after stop(): the io_context never ends";
+  EXPECT_TRUE(sent.empty()) << sent.size() << " updates after stop()";
+  // start() again arms a fresh cadence.
+  io.restart();
+  r.start();
+  ASSERT_TRUE(run_until([&] { return !sent.empty(); }));
+  r.stop();
+}
