@@ -2,10 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <charconv>
-#include <sstream>
-#include <system_error>
+#include <algorithm>
 
+#include "metric_table.hpp"
+#include "outbox/app/metric_defs.hpp"
 #include "outbox/common/clock.hpp"
 #include "outbox/common/log_text.hpp"
 #include "outbox/lifecycle/status.hpp"
@@ -17,52 +17,71 @@ using common::now_unix_ms;
 
 namespace {
 
-// The shortest text that reads back as the same double: a stream's default 6 significant digits
-// would show a Unix time as 1.76461e+09, 10 s off.
-std::string number(double v) {
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return ec == std::errc() ? std::string(buf, end) : "NaN";
+// What the backlog's families are read from.
+struct BacklogInput {
+  const BacklogSample& s;
+  std::int64_t now_unix_ms;
+};
+using Family = MetricFamily<BacklogInput>;
+
+// A gauge of the last successful scan's, served once a scan succeeded; `get` reads its value.
+// Numbers are written as the shortest text that reads back as the same double: a stream's
+// default 6 significant digits would show a Unix time as 1.76461e+09, 10 s off.
+template <typename Get>
+Family scanned(std::string_view name, std::string_view help, Get get) {
+  return {{name, MetricType::kGauge, {}, help}, [get](Series& series, const BacklogInput& in) {
+            if (!in.s.counted) return false;
+            series.value(get(in));
+            return true;
+          }};
 }
-std::string number(std::uint64_t v) { return std::to_string(v); }
-std::string number(int v) { return std::to_string(v); }
+
+const std::vector<Family>& families() {
+  static const std::vector<Family> rows = {
+      scanned("outbox_relay_pending_events",
+              "Outbox events committed and not yet confirmed by the slot, counted from a copy of "
+              "the slot every --backlog-interval (a lower bound while "
+              "outbox_relay_pending_events_lower_bound is 1).",
+              [](const BacklogInput& in) { return in.s.pending_events; }),
+      scanned("outbox_relay_pending_events_lower_bound",
+              "1 when the last backlog scan stopped at its change limit.",
+              [](const BacklogInput& in) { return std::uint64_t{in.s.lower_bound ? 1u : 0u}; }),
+      scanned("outbox_relay_oldest_pending_age_seconds",
+              "Seconds since the commit of the oldest outbox event not yet confirmed by the slot, "
+              "as of the last backlog scan's count; 0 when none is pending.",
+              [](const BacklogInput& in) {
+                const auto& oldest = in.s.oldest_commit_unix_ms;
+                return oldest ? std::max<double>(
+                                    0, static_cast<double>(in.now_unix_ms - *oldest) / 1000.0)
+                              : 0.0;
+              }),
+      scanned("outbox_relay_backlog_scan_duration_seconds",
+              "Seconds the last successful backlog scan took.",
+              [](const BacklogInput& in) { return in.s.scan_seconds; }),
+      scanned("outbox_relay_backlog_scan_timestamp_seconds",
+              "Unix time of the last successful backlog scan.",
+              [](const BacklogInput& in) {
+                return static_cast<double>(in.s.scanned_at_unix_ms) / 1000.0;
+              }),
+      {{"outbox_relay_backlog_scans_total",
+        MetricType::kCounter,
+        {"result"},
+        "Backlog scans, by result."},
+       [](Series& series, const BacklogInput& in) {
+         series.labelled({"ok"}, in.s.scans_ok);
+         series.labelled({"error"}, in.s.scans_failed);
+         return true;
+       }},
+  };
+  return rows;
+}
 
 }  // namespace
 
+std::vector<MetricDef> backlog_metric_defs() { return defs_of(families()); }
+
 std::string render_backlog_prometheus(const BacklogSample& s, std::int64_t now_unix_ms) {
-  std::ostringstream out;
-  auto series = [&](const char* name, const char* type, const char* help, auto value) {
-    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n'
-        << name << ' ' << number(value) << '\n';
-  };
-  if (s.counted) {
-    series("outbox_relay_pending_events", "gauge",
-           "Outbox events committed and not yet confirmed by the slot, counted from a copy of the "
-           "slot every --backlog-interval (a lower bound while "
-           "outbox_relay_pending_events_lower_bound is 1).",
-           s.pending_events);
-    series("outbox_relay_pending_events_lower_bound", "gauge",
-           "1 when the last backlog scan stopped at its change limit.", s.lower_bound ? 1 : 0);
-    const double age =
-        s.oldest_commit_unix_ms
-            ? std::max<double>(0,
-                               static_cast<double>(now_unix_ms - *s.oldest_commit_unix_ms) / 1000.0)
-            : 0.0;
-    series("outbox_relay_oldest_pending_age_seconds", "gauge",
-           "Seconds since the commit of the oldest outbox event not yet confirmed by the slot, as "
-           "of the last backlog scan's count; 0 when none is pending.",
-           age);
-    series("outbox_relay_backlog_scan_duration_seconds", "gauge",
-           "Seconds the last successful backlog scan took.", s.scan_seconds);
-    series("outbox_relay_backlog_scan_timestamp_seconds", "gauge",
-           "Unix time of the last successful backlog scan.",
-           static_cast<double>(s.scanned_at_unix_ms) / 1000.0);
-  }
-  out << "# HELP outbox_relay_backlog_scans_total Backlog scans, by result.\n"
-      << "# TYPE outbox_relay_backlog_scans_total counter\n"
-      << "outbox_relay_backlog_scans_total{result=\"ok\"} " << s.scans_ok << '\n'
-      << "outbox_relay_backlog_scans_total{result=\"error\"} " << s.scans_failed << '\n';
-  return out.str();
+  return render_families(families(), BacklogInput{s, now_unix_ms});
 }
 
 BacklogSampler::BacklogSampler(lifecycle::StatusOptions where, std::chrono::milliseconds every)

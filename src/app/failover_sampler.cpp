@@ -2,30 +2,51 @@
 
 #include <spdlog/spdlog.h>
 
-#include <sstream>
-
+#include "metric_table.hpp"
+#include "outbox/app/metric_defs.hpp"
 #include "outbox/common/log_text.hpp"
 #include "outbox/lifecycle/failover.hpp"
 #include "sampler_thread.hpp"
 
 namespace outbox::app {
 
+namespace {
+
+using Family = MetricFamily<FailoverSample>;
+
+const std::vector<Family>& families() {
+  static const std::vector<Family> rows = {
+      {{"outbox_relay_failover_ready",
+        MetricType::kGauge,
+        {},
+        "1 when the standby of --standby holds a synced, persistent, valid copy of the slot and "
+        "has sync_replication_slots and hot_standby_feedback on (a promotion now keeps the "
+        "slot), as of the last check."},
+       [](Series& series, const FailoverSample& s) {
+         if (!s.checked) return false;  // served once a check answered
+         series.value(std::uint64_t{s.ready ? 1u : 0u});
+         return true;
+       }},
+      {{"outbox_relay_failover_checks_total",
+        MetricType::kCounter,
+        {"result"},
+        "Checks of the standby's copy of the slot, by result."},
+       [](Series& series, const FailoverSample& s) {
+         series.labelled({"ready"}, s.ready_checks);
+         series.labelled({"not_ready"}, s.not_ready_checks);
+         series.labelled({"error"}, s.failed_checks);
+         return true;
+       }},
+  };
+  return rows;
+}
+
+}  // namespace
+
+std::vector<MetricDef> failover_metric_defs() { return defs_of(families()); }
+
 std::string render_failover_prometheus(const FailoverSample& s) {
-  std::ostringstream out;
-  if (s.checked) {
-    out << "# HELP outbox_relay_failover_ready 1 when the standby of --standby holds a synced, "
-           "persistent, valid copy of the slot and has sync_replication_slots and "
-           "hot_standby_feedback on (a promotion now keeps the slot), as of the last check.\n"
-        << "# TYPE outbox_relay_failover_ready gauge\n"
-        << "outbox_relay_failover_ready " << (s.ready ? 1 : 0) << '\n';
-  }
-  out << "# HELP outbox_relay_failover_checks_total Checks of the standby's copy of the slot, by "
-         "result.\n"
-      << "# TYPE outbox_relay_failover_checks_total counter\n"
-      << "outbox_relay_failover_checks_total{result=\"ready\"} " << s.ready_checks << '\n'
-      << "outbox_relay_failover_checks_total{result=\"not_ready\"} " << s.not_ready_checks << '\n'
-      << "outbox_relay_failover_checks_total{result=\"error\"} " << s.failed_checks << '\n';
-  return out.str();
+  return render_families(families(), s);
 }
 
 FailoverSampler::FailoverSampler(std::vector<std::string> standby_conninfos, std::string slot,

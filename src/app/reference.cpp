@@ -1,12 +1,8 @@
 #include "outbox/app/reference.hpp"
 
-#include <sstream>
-
 #include "command_tables.hpp"
 #include "flags.hpp"
-#include "outbox/app/backlog_sampler.hpp"
-#include "outbox/app/failover_sampler.hpp"
-#include "outbox/app/prometheus.hpp"
+#include "outbox/app/metric_defs.hpp"
 
 namespace outbox::app {
 namespace {
@@ -124,39 +120,16 @@ std::string flag_table_markdown(Command command) {
 }
 
 std::vector<MetricDoc> metric_docs() {
-  // One sample of each labelled family, so that its label names show.
-  relay::Metrics m;
-  m.events_published["topic"] = 1;
-  m.delivery_errors["reason"] = 1;
-  BacklogSample backlog;
-  backlog.counted = true;
-  FailoverSample failover;  // served with --standby
-  failover.checked = true;
-  const std::string text =
-      render_prometheus(m, RelayIdentity{"slot", "publication", "public.outbox", "version"}) +
-      render_backlog_prometheus(backlog, 0) + render_failover_prometheus(failover);
   std::vector<MetricDoc> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("# HELP ", 0) == 0) {
-      const std::size_t space = line.find(' ', 7);
-      out.push_back({line.substr(7, space - 7), "", "", line.substr(space + 1)});
-    } else if (line.rfind("# TYPE ", 0) == 0 && !out.empty()) {
-      out.back().type = line.substr(line.rfind(' ') + 1);
-    } else if (!out.empty() && line.rfind(out.back().name + "{", 0) == 0) {
-      // name{a="x",b="y"} value: the label names, once.
-      MetricDoc& d = out.back();
-      if (!d.labels.empty()) continue;
-      const std::size_t open = d.name.size() + 1;
-      const std::string labels = line.substr(open, line.find('}', open) - open);
-      std::size_t at = 0;
-      while (at < labels.size()) {
-        const std::size_t eq = labels.find('=', at);
-        if (!d.labels.empty()) d.labels += ", ";
-        d.labels += labels.substr(at, eq - at);
-        const std::size_t close = labels.find('"', labels.find('"', eq) + 1);
-        at = close == std::string::npos ? labels.size() : close + 2;
+  for (const auto& defs : {relay_metric_defs(), backlog_metric_defs(), failover_metric_defs()}) {
+    for (const MetricDef& d : defs) {
+      std::string labels;
+      for (const std::string_view label : d.labels) {
+        if (!labels.empty()) labels += ", ";
+        labels += label;
       }
+      out.push_back({std::string(d.name), std::string(type_name(d.type)), std::move(labels),
+                     std::string(d.help)});
     }
   }
   return out;

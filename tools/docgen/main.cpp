@@ -1,7 +1,8 @@
 // outbox-docgen: writes (or checks) the generated parts of the pages under docs/: the blocks
 //   <!-- BEGIN GENERATED: flags COMMAND -->  ...  <!-- END GENERATED -->
 //   <!-- BEGIN GENERATED: metrics -->        ...  <!-- END GENERATED -->
-// from the commands' flag tables and the text /metrics serves (outbox/app/reference.hpp).
+// from the commands' flag tables and the metric definitions /metrics is written from
+// (outbox/app/reference.hpp, metric_defs.hpp).
 //
 //   outbox-docgen --write DOCS_DIR   rewrites the blocks (cmake --build build --target docs)
 //   outbox-docgen --check DOCS_DIR   exit 1 naming each page whose block differs (ctest

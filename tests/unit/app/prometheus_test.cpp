@@ -6,9 +6,11 @@
 
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "outbox/app/backlog_sampler.hpp"
 #include "outbox/app/failover_sampler.hpp"
+#include "outbox/app/metric_defs.hpp"
 
 namespace outbox::app {
 namespace {
@@ -251,6 +253,62 @@ TEST(Prometheus, FailoverReadinessMetric) {
   EXPECT_NE(text.find("outbox_relay_failover_checks_total{result=\"ready\"} 3\n"),
             std::string::npos)
       << text;
+}
+
+// The definitions docgen lists (docs/metrics.md) are what /metrics serves: every family in their
+// order with its HELP and TYPE, and the label names of its samples; nothing served beside them.
+TEST(Prometheus, TheServedFamiliesAreTheDefinitions) {
+  BacklogSample backlog;
+  backlog.counted = true;
+  FailoverSample failover;
+  failover.checked = true;
+  const std::string text = render_prometheus(sample_metrics(), kIdentity) +
+                           render_backlog_prometheus(backlog, 0) +
+                           render_failover_prometheus(failover);
+  std::vector<MetricDef> defs = relay_metric_defs();
+  for (auto more : {backlog_metric_defs(), failover_metric_defs()}) {
+    defs.insert(defs.end(), more.begin(), more.end());
+  }
+  std::vector<std::string> served;          // HELP names, in order
+  std::map<std::string, std::string> help;  // name -> HELP text
+  std::map<std::string, std::string> type;
+  std::map<std::string, std::string> labels;  // name -> label names of its first sample
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# HELP ", 0) == 0) {
+      const std::size_t space = line.find(' ', 7);
+      served.push_back(line.substr(7, space - 7));
+      help[served.back()] = line.substr(space + 1);
+    } else if (line.rfind("# TYPE ", 0) == 0) {
+      type[line.substr(7, line.rfind(' ') - 7)] = line.substr(line.rfind(' ') + 1);
+    } else if (const std::size_t open = line.find('{');
+               open != std::string::npos && !labels.count(line.substr(0, open))) {
+      std::string names;
+      const std::string inner = line.substr(open + 1, line.find('}') - open - 1);
+      for (std::size_t at = 0; at < inner.size();) {
+        const std::size_t eq = inner.find('=', at);
+        if (!names.empty()) names += ",";
+        names += inner.substr(at, eq - at);
+        at = inner.find('"', inner.find('"', eq) + 1) + 2;
+      }
+      labels[line.substr(0, open)] = names;
+    }
+  }
+  ASSERT_EQ(served.size(), defs.size());
+  for (std::size_t i = 0; i < defs.size(); ++i) {
+    const std::string name(defs[i].name);
+    EXPECT_EQ(served[i], name);
+    EXPECT_EQ(help[name], defs[i].help) << name;
+    EXPECT_EQ(type[name], type_name(defs[i].type)) << name;
+    std::string names;
+    for (const std::string_view l : defs[i].labels)
+      names += (names.empty() ? "" : ",") + std::string(l);
+    if (defs[i].type == MetricType::kHistogram) {
+      EXPECT_EQ(labels[name + "_bucket"], "le") << name;
+    } else {
+      EXPECT_EQ(labels[name], names) << name;
+    }
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The generated parts of the reference pages under docs/: each command's flag table, from the
-// rows its parser and --help use, and the list of metrics, from the text /metrics serves. Pure.
+// rows its parser and --help use, and the list of metrics, from the definitions the renderers of
+// /metrics write their families from (metric_defs.hpp). Pure.
 // tools/docgen writes them into the pages; the docs.generated test fails when a page differs.
 #pragma once
 
@@ -37,7 +38,8 @@ struct MetricDoc {
   std::string help;    // the # HELP text
 };
 
-// Every family /metrics can serve (the relay's and the backlog sampler's), in the order served.
+// Every family /metrics can serve (the relay's, the backlog sampler's and the failover
+// sampler's), in the order served.
 std::vector<MetricDoc> metric_docs();
 std::string metrics_table_markdown();
 
