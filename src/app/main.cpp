@@ -89,13 +89,18 @@ class SummaryTimer {
     last_ = std::chrono::steady_clock::now();
     arm();
   }
-  void stop() { timer_.cancel(); }
+  // A wait that expired just before (its handler queued, out of cancel()'s reach) must not
+  // re-arm: the io_context would never run out of work and the process never exit.
+  void stop() {
+    stopped_ = true;
+    timer_.cancel();
+  }
 
  private:
   void arm() {
     timer_.expires_after(every_);
     timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec) return;
+      if (ec || stopped_) return;
       tick();
       arm();
     });
@@ -131,6 +136,7 @@ class SummaryTimer {
   asio::steady_timer timer_;
   outbox::relay::Relay& relay_;
   std::chrono::milliseconds every_;
+  bool stopped_ = false;
   std::chrono::steady_clock::time_point last_;
   std::uint64_t last_events_ = 0;
   std::uint64_t last_bytes_ = 0;
