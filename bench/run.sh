@@ -7,16 +7,22 @@
 #                           PLAINTEXT, with --delivery exactly-once, through SASL_SSL, and
 #                           to NATS JetStream with --nats: relay_nats, when nats-server is
 #                           installed; scripts/nats-up.sh starts it, and the bench stops it
-#                           again if it was not running),
+#                           again if it was not running), and W1M: the relay to Kafka, to an
+#                           SQS FIFO queue (relay_sqs) and to an EventBridge bus
+#                           (relay_eventbridge) on 1,000 events, against moto's server
+#                           (scripts/aws-up.sh, started when not running and stopped again):
+#                           moto is the bound there, not the relay,
 #                           latency run,
 #                           micro-benchmark; results in bench/results/ (markdown + JSON)
 #   bench/run.sh --quick    smoke run for CI (< 1 min): tiny workloads, 1 repetition, no
 #                           Debezium, 5 s latency run; results in .local/bench/. Fails when a
 #                           consumer fails.
-# Options: --reps N, --workloads "W1 W2 W3 W1B W1T", --no-debezium, --no-latency, --no-micro,
+# Options: --reps N, --workloads "W1 W2 W3 W1B W1T W1M", --no-debezium, --no-latency, --no-micro,
 #          --no-messages (no relay_msg row: the same workload emitted as logical decoding
 #          messages, relayed with --messages, on a load of its own after the others).
 #          W1B and W1T are W1 with a bytea payload and over four outbox tables (relay only).
+#          W1M is W1's shape, small (1,000 events; 200 with --quick), for the AWS sinks on moto
+#          (no W1M when the relay has no --sqs or moto cannot start).
 # Environment: OUTBOX_RELAY_BIN (default: build-bench/outbox-relay, built here in Release),
 #              OUTBOX_BENCH_SETTLE (seconds to let the server settle after a load, default 5),
 #              OUTBOX_BENCH_RELAY_ARGS (extra relay flags, e.g. "--read-pause 0", for comparisons),
@@ -47,7 +53,7 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 
 QUICK=0
 REPS=3
-WORKLOADS="W1 W2 W3 W1B W1T"
+WORKLOADS="W1 W2 W3 W1B W1T W1M"
 DEBEZIUM=1
 LATENCY=1
 MICRO=1
@@ -68,21 +74,24 @@ while [ $# -gt 0 ]; do
 done
 
 # Workload: transactions, events per transaction, payload bytes.
-declare -A WL_TXN=([W1]=200000 [W2]=200 [W3]=50000 [W1B]=200000 [W1T]=200000)
-declare -A WL_PER=([W1]=1 [W2]=1000 [W3]=1 [W1B]=1 [W1T]=1)
-declare -A WL_BYTES=([W1]=200 [W2]=200 [W3]=4096 [W1B]=200 [W1T]=200)
+declare -A WL_TXN=([W1]=200000 [W2]=200 [W3]=50000 [W1B]=200000 [W1T]=200000 [W1M]=1000)
+declare -A WL_PER=([W1]=1 [W2]=1000 [W3]=1 [W1B]=1 [W1T]=1 [W1M]=1)
+declare -A WL_BYTES=([W1]=200 [W2]=200 [W3]=4096 [W1B]=200 [W1T]=200 [W1M]=200)
 # The shapes beside W1 (same transactions, same sizes): W1B a bytea payload (random bytes, NUL
 # included; pgoutput sends them as hex text, the relay decodes), W1T the events spread over four
 # outbox tables (one publication, one slot, --table four times). The relay and the references
 # only: Debezium and the relay's other modes run on W1-W3.
-declare -A WL_SHAPE=([W1]=default [W2]=default [W3]=default [W1B]=bytea [W1T]=tables)
+# W1M: W1's transactions, few of them, for the sinks whose test server (moto) takes tens of
+# events per second (SQS) to a few thousand (EventBridge): the relay to Kafka, SQS and
+# EventBridge on the same slot contents.
+declare -A WL_SHAPE=([W1]=default [W2]=default [W3]=default [W1B]=bytea [W1T]=tables [W1M]=aws)
 LAT_RATE=5000
 LAT_SECONDS=60
 SETTLE="${OUTBOX_BENCH_SETTLE:-5}"
 TIMEOUT=900
 if [ "$QUICK" = 1 ]; then
-  WL_TXN=([W1]=2000 [W2]=4 [W3]=500 [W1B]=2000 [W1T]=2000)
-  WL_PER=([W1]=1 [W2]=500 [W3]=1 [W1B]=1 [W1T]=1)
+  WL_TXN=([W1]=2000 [W2]=4 [W3]=500 [W1B]=2000 [W1T]=2000 [W1M]=200)
+  WL_PER=([W1]=1 [W2]=500 [W3]=1 [W1B]=1 [W1T]=1 [W1M]=1)
   REPS=1
   DEBEZIUM="${OUTBOX_BENCH_DEBEZIUM:-0}"
   MICRO=0
@@ -92,7 +101,7 @@ if [ "$QUICK" = 1 ]; then
   TIMEOUT=60
 fi
 for wl in $WORKLOADS; do
-  [ -n "${WL_TXN[$wl]:-}" ] || die "unknown workload $wl (W1, W2, W3, W1B or W1T)"
+  [ -n "${WL_TXN[$wl]:-}" ] || die "unknown workload $wl (W1, W2, W3, W1B, W1T or W1M)"
 done
 
 RUN_ID="$(date -u +%Y%m%dT%H%M%SZ)"
@@ -196,7 +205,50 @@ stop_bench_nats() {
     "$REPO/scripts/nats-down.sh" >/dev/null 2>&1 || true
   fi
 }
-trap stop_bench_nats EXIT
+# The relay to Amazon SQS (--sqs, a FIFO queue) and EventBridge (--eventbridge, a bus with no
+# rule) on W1M, against moto's server: the one of the default state folder, shared with the aws
+# tier's tests (scripts/aws-up.sh, as tests/aws/moto.hpp starts it); started here when not
+# running, and stopped again at the end. Queues and buses are made per repetition by
+# tools/aws-admin/aws_admin.py (boto3 from moto's venv), which also counts the queue's messages.
+AWS_CONSUMERS=()
+BENCH_STARTED_AWS=0
+AWS_ADMIN=("$SHARED_DIR/aws/venv/bin/python" "$REPO/tools/aws-admin/aws_admin.py")
+if [[ " $WORKLOADS " != *" W1M "* ]]; then
+  :
+elif ! grep -q -- '--sqs' <<<"$relay_help"; then
+  log "a relay without --sqs: no W1M (relay_sqs, relay_eventbridge)"
+else
+  aws_pid_file="$SHARED_DIR/aws/moto_server.pid"
+  { [ -f "$aws_pid_file" ] && kill -0 "$(cat "$aws_pid_file")" 2>/dev/null; } || BENCH_STARTED_AWS=1
+  if (unset OUTBOX_STATE_DIR && flock -o -w 300 "$SHARED_DIR/.aws-up.lock" \
+    "$REPO/scripts/aws-up.sh" >"$WORK/aws-up.log" 2>&1); then
+    # The endpoint and the test key of the default state folder's env file (not the lane's).
+    read -r OUTBOX_AWS_ENDPOINT OUTBOX_AWS_REGION OUTBOX_AWS_ACCESS_KEY_ID \
+      OUTBOX_AWS_SECRET_ACCESS_KEY < <(bash -c 'source "$1"; printf "%s %s %s %s\n" \
+        "$OUTBOX_AWS_ENDPOINT" "$OUTBOX_AWS_REGION" "$OUTBOX_AWS_ACCESS_KEY_ID" \
+        "$OUTBOX_AWS_SECRET_ACCESS_KEY"' _ "$SHARED_DIR/env")
+    export OUTBOX_AWS_ENDPOINT OUTBOX_AWS_REGION OUTBOX_AWS_ACCESS_KEY_ID OUTBOX_AWS_SECRET_ACCESS_KEY
+    # The relays' credentials: the environment (docs/aws.md); no other source is asked.
+    export AWS_ACCESS_KEY_ID=$OUTBOX_AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY=$OUTBOX_AWS_SECRET_ACCESS_KEY
+    unset AWS_SESSION_TOKEN AWS_PROFILE
+    log "moto (SQS, EventBridge): $OUTBOX_AWS_ENDPOINT"
+    AWS_CONSUMERS+=(relay_sqs)
+    grep -q -- '--eventbridge' <<<"$relay_help" && AWS_CONSUMERS+=(relay_eventbridge)
+  else
+    tail -n 20 "$WORK/aws-up.log" >&2
+    log "moto's server did not start (scripts/aws-up.sh): no W1M (relay_sqs, relay_eventbridge)"
+  fi
+fi
+if [ "${#AWS_CONSUMERS[@]}" = 0 ]; then
+  WORKLOADS=$(tr ' ' '\n' <<<"$WORKLOADS" | grep -vx W1M | tr '\n' ' ')
+fi
+stop_bench_aws() {
+  delete_aws_targets
+  if [ "$BENCH_STARTED_AWS" = 1 ]; then
+    (unset OUTBOX_STATE_DIR && "$REPO/scripts/aws-down.sh" >/dev/null 2>&1) || true
+  fi
+}
+trap 'stop_bench_nats; stop_bench_aws' EXIT
 [ "$DEBEZIUM" = 1 ] && CONSUMERS+=(debezium)
 if [ "$MESSAGES" = 1 ] && ! grep -q -- '--messages' <<<"$relay_help"; then
   log "a relay without --messages: no relay_msg row"
@@ -210,17 +262,23 @@ prepare_rep() {
   local c topics t0 shape=${WL_SHAPE[$1]}
   drop_bench_slots
   psql_q -f "$REPO/bench/load/schema.sql" 2>/dev/null >/dev/null
-  [ "$shape" = default ] || psql_q -v shape="$shape" -f "$REPO/bench/load/shapes.sql" >/dev/null
-  for c in "${CONSUMERS[@]}" probe; do
+  case $shape in
+    default | aws) ;;
+    *) psql_q -v shape="$shape" -f "$REPO/bench/load/shapes.sql" >/dev/null ;;
+  esac
+  # The slots of the workload's consumers (wl_consumers, set by the loop below).
+  for c in "${wl_consumers[@]}" probe; do
     psql_q -c "SELECT pg_create_logical_replication_slot('bench_$c', 'pgoutput')" >/dev/null
   done
   topics="bench.$RUN_ID.$wl.$rep.relay.order"
-  for c in "${CONSUMERS[@]}"; do
+  for c in "${wl_consumers[@]}"; do
     [ "$c" = relay_tls ] && topics+=",$(relay_topic relay_tls "$wl" "$rep").order"
     [ "$c" = relay_eos ] && topics+=",$(relay_topic relay_eos "$wl" "$rep").order"
     [ "$c" = relay_nats ] && create_nats_stream "$wl" "$rep"
+    [ "$c" = relay_sqs ] && create_sqs_queue "$wl" "$rep"
+    [ "$c" = relay_eventbridge ] && create_eventbridge_bus "$wl" "$rep"
   done
-  [ "$DEBEZIUM" = 1 ] && topics+=",bench.$RUN_ID.$wl.$rep.dbz.order"
+  [[ " ${wl_consumers[*]} " == *" debezium "* ]] && topics+=",bench.$RUN_ID.$wl.$rep.dbz.order"
   "$TOOL" create-topics --brokers "$BROKERS" --topics "$topics"
   t0=$(now_ns)
   psql_q -c "SET synchronous_commit = off" -c "CALL public.bench_load($ntxn, $per, $bytes)"
@@ -263,7 +321,9 @@ for wl in $WORKLOADS; do
   n=$((ntxn * per))
   RELAY_TABLES=(--table public.bench_outbox)
   wl_consumers=("${CONSUMERS[@]}")
-  if [ "${WL_SHAPE[$wl]}" != default ]; then
+  if [ "${WL_SHAPE[$wl]}" = aws ]; then
+    wl_consumers=(relay "${AWS_CONSUMERS[@]}")
+  elif [ "${WL_SHAPE[$wl]}" != default ]; then
     wl_consumers=(decoder recvlogical drain relay)
     [ "${WL_SHAPE[$wl]}" = tables ] && RELAY_TABLES+=(--table public.bench_outbox_2
       --table public.bench_outbox_3 --table public.bench_outbox_4)

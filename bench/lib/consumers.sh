@@ -6,7 +6,8 @@
 # decoder, recvlogical, drain, relay, relay_eos (--delivery exactly-once), relay_msg (--messages,
 # on a load of logical decoding messages instead of inserts), relay_tls (the relay
 # through the broker's SASL_SSL listener, PLAIN over TLS), relay_nats (the relay publishing to
-# NATS JetStream with --nats), debezium. Each reads its slot up to END_LSN (or until
+# NATS JetStream with --nats), relay_sqs and relay_eventbridge (the relay publishing to an SQS
+# FIFO queue and an EventBridge bus of moto's server, on W1M), debezium. Each reads its slot up to END_LSN (or until
 # EVENTS records are in Kafka), appends one line to $RUNS (record), prints nothing and returns
 # non-zero on failure. Its files go to $WORK/WORKLOAD.REP.CONSUMER/.
 # Latency: run_latency RATE SECONDS OUT (the relay under paced inserts; one key=value line in OUT).
@@ -14,7 +15,9 @@
 # Globals from the driver: WORK, RUN_ID, PG, BROKERS, RELAY, RELAY_ARGS and RELAY_TABLES (arrays),
 # RELAY_HAS_METRICS, TOOL, TIMEOUT, DBZ_LIBS, REPO; for relay_tls SASL_BROKERS and
 # SASL_CONFIG (a --kafka-config file); for relay_nats NATS (the server's URL) and NATS_READ
-# (build-bench/outbox-nats-read).
+# (build-bench/outbox-nats-read); for relay_sqs and relay_eventbridge OUTBOX_AWS_ENDPOINT,
+# OUTBOX_AWS_REGION and AWS_ADMIN (tools/aws-admin/aws_admin.py with moto's python), the
+# credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
 
 # start_relay DIR SLOT TOPIC: starts the relay in the background with the command line of every
 # relay run of the bench (built here only, so the throughput and the latency runs cannot drift
@@ -28,6 +31,10 @@ start_relay() {
   # which a record of an earlier one would rightly take for a lost place (exit 4).
   local sink=(--brokers "$brokers" --checkpoint-topic "outbox-relay.progress.$topic")
   [ -n "${RELAY_NATS:-}" ] && sink=(--nats "$RELAY_NATS" --nats-progress-bucket "${topic//./_}")
+  [ -n "${RELAY_SQS:-}" ] && sink=(--sqs "$RELAY_SQS" --aws-endpoint "$OUTBOX_AWS_ENDPOINT"
+    --aws-region "$OUTBOX_AWS_REGION")
+  [ -n "${RELAY_EVENTBRIDGE:-}" ] && sink=(--eventbridge "$RELAY_EVENTBRIDGE"
+    --aws-endpoint "$OUTBOX_AWS_ENDPOINT" --aws-region "$OUTBOX_AWS_REGION")
   local argv=("$RELAY" --pg "$PG" "${sink[@]}" --slot "$slot" --publication bench_pub
     "${RELAY_TABLES[@]}" --topic "$topic.\${aggregatetype}" --no-create
     --status-interval 200ms --log-level warn)
@@ -130,6 +137,14 @@ run_relay() {
     # The stream's storage times of its first and last messages once it holds them all.
     "$NATS_READ" --nats "$NATS" --stream "$(nats_stream "$wl" "$rep")" --wait-count "$n" \
       --timeout-s "$TIMEOUT" >"$d/acked" 2>"$d/acked.err" &
+  elif [ "$consumer" = relay_sqs ]; then
+    # The times the queue was first seen holding a message and holding them all (polled).
+    "${AWS_ADMIN[@]}" wait-count "$SQS_QUEUE" "$n" --timeout-s "$TIMEOUT" --times \
+      >"$d/acked" 2>"$d/acked.err" &
+  elif [ "$consumer" = relay_eventbridge ]; then
+    # A bus cannot be read back: done when the slot is confirmed through the end (the relay
+    # confirms only what EventBridge acknowledged); no first-to-last time.
+    (wait_confirmed "$slot" "$end" >/dev/null && t=$(now_ns) && echo "- $t" >"$d/acked") &
   else
     "$TOOL" wait-count --brokers "$BROKERS" --topic "$topic.order" --count "$n" \
       --timeout-s "$TIMEOUT" "${committed[@]}" >"$d/acked" &
@@ -152,8 +167,10 @@ run_relay() {
   fi
   tc=$(cat "$d/confirmed")
   stop_pid "$pid" INT
+  local steady=""
+  [ "$first" = - ] || steady=$(secs "$first" "$last")
   record "$wl" "$rep" "$consumer" "$n" "$bytes" "$(secs "$t0" "$last")" "$cpu" "$rss" \
-    "$(secs "$t0" "$tc")" "$(secs "$first" "$last")"
+    "$(secs "$t0" "$tc")" "$steady"
 }
 
 # The relay with --delivery exactly-once: counted when committed (wait-count reads
@@ -201,6 +218,51 @@ run_relay_nats() {
   local rc=0
   run_relay "$1" "$2" "$3" "$4" "$5" "$6" relay_nats || rc=$?
   RELAY_NATS=""
+  return "$rc"
+}
+
+# aws_name WL REP: the SQS queue (.fifo added) and EventBridge bus of a W1M repetition.
+aws_name() { printf 'bench-%s-%s-%s\n' "$RUN_ID" "$1" "$2"; }
+
+# delete_aws_targets: deletes the last repetition's queue and bus (moto keeps everything in
+# memory, and its FIFO deduplication scans a queue's messages at each send).
+delete_aws_targets() {
+  [ -n "${SQS_QUEUE:-}" ] && { "${AWS_ADMIN[@]}" delete-queue "$SQS_QUEUE" >/dev/null 2>&1 || true; }
+  [ -n "${EB_BUS:-}" ] && { "${AWS_ADMIN[@]}" delete-bus "$EB_BUS" >/dev/null 2>&1 || true; }
+  SQS_QUEUE=""
+  EB_BUS=""
+}
+
+# create_sqs_queue WL REP: the FIFO queue of the repetition's relay_sqs run (sets SQS_QUEUE).
+create_sqs_queue() {
+  [ -n "${SQS_QUEUE:-}" ] && { "${AWS_ADMIN[@]}" delete-queue "$SQS_QUEUE" >/dev/null 2>&1 || true; }
+  SQS_QUEUE=$("${AWS_ADMIN[@]}" create-queue "$(aws_name "$1" "$2").fifo" --fifo)
+}
+
+# create_eventbridge_bus WL REP: the bus (no rule) of the repetition's relay_eventbridge run.
+create_eventbridge_bus() {
+  [ -n "${EB_BUS:-}" ] && { "${AWS_ADMIN[@]}" delete-bus "$EB_BUS" >/dev/null 2>&1 || true; }
+  EB_BUS=$(aws_name "$1" "$2")
+  "${AWS_ADMIN[@]}" create-bus "$EB_BUS" >/dev/null
+}
+
+# The relay publishing to an SQS FIFO queue of moto's server (--sqs): counted when the queue
+# holds every event. moto serves a few SendMessageBatch calls per second: the figure is moto's.
+run_relay_sqs() {
+  RELAY_SQS=$SQS_QUEUE
+  local rc=0
+  run_relay "$1" "$2" "$3" "$4" "$5" "$6" relay_sqs || rc=$?
+  RELAY_SQS=""
+  return "$rc"
+}
+
+# The relay publishing to an EventBridge bus of moto's server (--eventbridge), a bus with no rule
+# (moto takes the entries and routes them nowhere): counted when the slot is confirmed.
+run_relay_eventbridge() {
+  RELAY_EVENTBRIDGE=$EB_BUS
+  local rc=0
+  run_relay "$1" "$2" "$3" "$4" "$5" "$6" relay_eventbridge || rc=$?
+  RELAY_EVENTBRIDGE=""
   return "$rc"
 }
 
