@@ -153,7 +153,7 @@ std::optional<QueueAttributes> check_queue(boost::asio::io_context& io, SqsClien
         "deliver a message twice, and an aggregate's events in any order); for per-aggregate "
         "order use a FIFO queue (a name ending in .fifo, FifoQueue=true)");
   }
-  const std::size_t limit = std::min(a.maximum_message_size, kSqsMaxBatchBytes);
+  const std::size_t limit = std::min(a.maximum_message_size, kSqsMaxMessageBytes);
   out.lines.push_back(head + "MaximumMessageSize " + std::to_string(a.maximum_message_size) +
                       " bytes; the relay sends messages of up to " + std::to_string(limit) +
                       " bytes (body and attributes), a larger event is poison (--on-error)");

@@ -203,7 +203,7 @@ MappedMessage map_record(const sink::Record& record, bool fifo, std::size_t max_
   }
   const std::size_t size = message_size(e);
   const std::size_t limit =
-      std::min(max_message_size == 0 ? kSqsMaxBatchBytes : max_message_size, kSqsMaxBatchBytes);
+      std::min(max_message_size == 0 ? kSqsMaxMessageBytes : max_message_size, kSqsMaxMessageBytes);
   if (size > limit) {
     out.error = "MessageTooLong: the SQS message is " + std::to_string(size) + " bytes (body" +
                 (body_encoding == std::optional<std::string_view>("base64") ? " in base64" : "") +

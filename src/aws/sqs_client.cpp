@@ -46,7 +46,9 @@ void SqsClient::send_message_batch(const std::string& queue_url, std::vector<Sqs
                                    std::size_t max_message_size,
                                    std::function<void(SqsBatchResult)> handler) {
   check_batch(entries);
-  if (max_message_size == 0) max_message_size = kSqsMaxBatchBytes;
+  if (max_message_size == 0 || max_message_size > kSqsMaxMessageBytes) {
+    max_message_size = kSqsMaxMessageBytes;
+  }
   // Entries over the queue's limit are refused here, alone: SQS (and moto) would refuse the
   // whole batch for one of them.
   std::vector<SqsEntryFailure> refused;

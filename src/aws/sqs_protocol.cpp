@@ -66,7 +66,8 @@ void check_batch(const std::vector<SqsSendEntry>& entries) {
   }
   if (total > kSqsMaxBatchBytes) {
     throw std::invalid_argument("SendMessageBatch: " + std::to_string(total) +
-                                " bytes, SQS takes at most 262144 per call");
+                                " bytes, SQS takes at most " + std::to_string(kSqsMaxBatchBytes) +
+                                " per call");
   }
 }
 

@@ -197,6 +197,54 @@ TEST_F(SqsRelay, PoisonFailStopsBeforeIt) {
   EXPECT_EQ(read_all(sqs_queue_url_, 3).size(), 3u);
 }
 
+// A queue of SQS's largest MaximumMessageSize, 1 MiB (1048576: moto 5.2.5 takes it, as AWS since
+// 2025): events of 400 KiB, past the old 256 KiB, are stored whole (calls of at most 1 MiB: two
+// of them each); an event over 1 MiB is poison under --on-error fail (exit 3), the slot before it.
+TEST_F(SqsRelay, AOneMiBQueueTakesEventsPast256KiB) {
+  create_outbox_table();
+  sqs_queue_url_ = make_queue(queue_name_ + "-mib.fifo",
+                              {{"FifoQueue", "true"}, {"MaximumMessageSize", "1048576"}});
+  RelayProcess& relay = start_relay({"--on-error", "fail"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  std::string insert = "BEGIN;";
+  for (int i = 0; i < 3; ++i) {
+    insert += " INSERT INTO " + qualified_table() +
+              " (aggregatetype, aggregateid, type, payload, seq) VALUES ('" + aggregatetype_ +
+              "', 'agg-" + std::to_string(i) + "', 'Large', jsonb_build_object('seq', " +
+              std::to_string(i + 1) + ", 'pad', repeat('x', 400000)), " + std::to_string(i + 1) +
+              ");";
+  }
+  pg_->exec(insert + " COMMIT");
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 1, 4, 1, false));
+  const Lsn before = pg_->current_wal_lsn();
+  ASSERT_TRUE(expect_confirmed_reaches(before, 60s)) << tail_file(relay.log_path(), 20);
+  EXPECT_NE(read_file(relay.log_path()).find("maximum_message_size=1048576"), std::string::npos);
+  const auto rows = committed_rows();
+  pg_->exec("INSERT INTO " + qualified_table() +
+            " (aggregatetype, aggregateid, type, payload, seq) VALUES ('" + aggregatetype_ +
+            "', 'agg-0', 'Huge', jsonb_build_object('seq', 5, 'pad', repeat('x', 1048576)), 5)");
+  EXPECT_EQ(relay.wait_exit(60s), std::optional<int>(3));
+  const std::string log = read_file(relay.log_path());
+  EXPECT_NE(log.find("MessageTooLong"), std::string::npos) << tail_file(relay.log_path(), 20);
+  EXPECT_NE(log.find("the queue takes at most 1048576"), std::string::npos)
+      << tail_file(relay.log_path(), 20);
+  const auto confirmed = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(confirmed.has_value());
+  EXPECT_LT(*confirmed, pg_->current_wal_lsn());
+  const std::vector<Received> got = read_all(sqs_queue_url_, 4);
+  ASSERT_EQ(got.size(), 4u);
+  std::size_t large = 0, largest = 0;
+  for (const Received& m : got) {
+    const auto row = rows.find(m.attributes.at("id"));
+    ASSERT_NE(row, rows.end());
+    EXPECT_EQ(m.body, row->second.payload);
+    if (m.body.size() > 400'000) ++large;
+    largest = std::max(largest, m.body.size());
+  }
+  EXPECT_EQ(large, 3u);
+  figure("largest_body_bytes", static_cast<std::int64_t>(largest));
+}
+
 // The same under --on-error dlq: the event goes to the dead-letter queue (--sqs-dlq; its body
 // left out, too large: outbox.body=null), its aggregate's later events follow it, the others go
 // on.

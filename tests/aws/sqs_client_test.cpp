@@ -60,6 +60,14 @@ TEST_F(SqsMoto, QueueAttributesSayFifoDeduplicationAndMaximumSize) {
   EXPECT_FALSE(b.attributes.fifo);
   EXPECT_EQ(b.attributes.maximum_message_size, 262'144u);
 
+  // SQS's largest since 2025, 1 MiB, which moto takes too; one byte more it refuses.
+  const auto mib = create_queue(client, unique_name("attrs"), {{"MaximumMessageSize", "1048576"}});
+  const auto one_mib = attributes(client, mib);
+  ASSERT_FALSE(one_mib.error) << one_mib.error->message;
+  EXPECT_EQ(one_mib.attributes.maximum_message_size, 1'048'576u);
+  EXPECT_THROW(create_queue(client, unique_name("attrs"), {{"MaximumMessageSize", "1048577"}}),
+               std::runtime_error);
+
   const auto cbd = create_queue(client, unique_name("cbd") + ".fifo",
                                 {{"FifoQueue", "true"}, {"ContentBasedDeduplication", "true"}});
   const auto c = attributes(client, cbd);

@@ -175,6 +175,16 @@ TEST(SqsMapping, TooLargeForTheQueueIsASizeError) {
   const std::string binary(1500, '\x01');
   sink::Record b{"t", "k", binary, headers};
   EXPECT_TRUE(aws::map_record(b, true, 1999).size_error);
+  // The queue's MaximumMessageSize up to SQS's 1 MiB: 600 KiB passes a 1 MiB queue, not a
+  // 256 KiB one; a queue claiming more than 1 MiB (or none: 0) is held to 1 MiB.
+  const std::string large(600 * 1024, 'x');
+  sink::Record big{"t", "k", large, headers};
+  EXPECT_EQ(aws::map_record(big, true, 1'048'576).error, "");
+  EXPECT_TRUE(aws::map_record(big, true, 262'144).size_error);
+  const std::string huge(1'048'577, 'x');
+  sink::Record over{"t", "k", huge, headers};
+  EXPECT_TRUE(aws::map_record(over, true, 4'194'304).size_error);
+  EXPECT_TRUE(aws::map_record(over, true, 0).size_error);
 }
 
 TEST(SqsMapping, IdsAndNames) {

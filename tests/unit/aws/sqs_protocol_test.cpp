@@ -160,8 +160,11 @@ TEST(SqsProtocol, BatchesSqsWouldRefuseWholeAreRefusedHere) {
   EXPECT_THROW(aws::check_batch({entry("a", "x"), entry("a", "y")}), std::invalid_argument);
   EXPECT_THROW(aws::check_batch({entry("bad id", "x")}), std::invalid_argument);
   EXPECT_THROW(aws::check_batch({entry(std::string(81, 'a'), "x")}), std::invalid_argument);
+  // SendMessageBatch's 1 MiB per call (since 2025; 256 KiB before).
+  EXPECT_NO_THROW(aws::check_batch(
+      {entry("a", std::string(600'000, 'x')), entry("b", std::string(448'000, 'x'))}));
   EXPECT_THROW(aws::check_batch(
-                   {entry("a", std::string(200'000, 'x')), entry("b", std::string(70'000, 'x'))}),
+                   {entry("a", std::string(600'000, 'x')), entry("b", std::string(449'000, 'x'))}),
                std::invalid_argument);
   auto many = entry("a", "x");
   for (int i = 0; i < 11; ++i) many.attributes.push_back({"n" + std::to_string(i), "String", "v"});

@@ -47,6 +47,8 @@ struct SqsConfig {
 struct QueueAttributes {
   bool fifo = false;
   bool content_based_deduplication = false;
+  // MaximumMessageSize as the queue answers it (the relay sends at most kSqsMaxMessageBytes);
+  // 256 KiB, SQS's old limit, when the answer lacks it.
   std::size_t maximum_message_size = 262'144;
   // Read when asked for (setup asks for "All"); empty when the queue has none.
   std::string deduplication_scope;    // FIFO: messageQueue or messageGroup
@@ -72,9 +74,13 @@ struct SqsSendEntry {
 // SQS's size of a message: its body plus each attribute's name, data type and value.
 std::size_t message_size(const SqsSendEntry& entry);
 
-// SQS's limits for one SendMessageBatch call.
+// SQS's limits (since August 2025; 256 KiB before): a message of at most 1 MiB (a queue's
+// MaximumMessageSize may be lower: 1,024 to 1,048,576 bytes), and a SendMessageBatch call of at
+// most 10 entries whose sizes add up to at most 1 MiB (the API reference of SendMessageBatch:
+// "the maximum total payload size ... 1 MiB 1,048,576 bytes").
+inline constexpr std::size_t kSqsMaxMessageBytes = 1'048'576;
 inline constexpr std::size_t kSqsMaxBatchEntries = 10;
-inline constexpr std::size_t kSqsMaxBatchBytes = 262'144;
+inline constexpr std::size_t kSqsMaxBatchBytes = 1'048'576;
 inline constexpr std::size_t kSqsMaxMessageAttributes = 10;
 
 struct SqsEntrySuccess {
@@ -124,11 +130,11 @@ class SqsClient {
   void get_queue_attributes(const std::string& queue_url,
                             std::function<void(SqsQueueAttributesResult)> handler);
 
-  // Sends up to 10 entries, at most 256 KiB together. An entry over `max_message_size` (the
-  // queue's MaximumMessageSize; 0: SQS's 256 KiB) is refused here, alone: the others go. Throws
-  // std::invalid_argument for a batch SQS would refuse whole (no entry, more than 10, ids not
-  // distinct or malformed, more than 256 KiB, more than 10 attributes on an entry): batching is
-  // the caller's job.
+  // Sends up to 10 entries, at most 1 MiB together. An entry over `max_message_size` (the
+  // queue's MaximumMessageSize, at most SQS's 1 MiB; 0: 1 MiB) is refused here, alone: the others
+  // go. Throws std::invalid_argument for a batch SQS would refuse whole (no entry, more than 10,
+  // ids not distinct or malformed, more than 1 MiB, more than 10 attributes on an entry): batching
+  // is the caller's job.
   void send_message_batch(const std::string& queue_url, std::vector<SqsSendEntry> entries,
                           std::size_t max_message_size,
                           std::function<void(SqsBatchResult)> handler);

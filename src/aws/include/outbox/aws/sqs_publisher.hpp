@@ -4,7 +4,7 @@
 // At start it reads the queue's attributes (GetQueueAttributes: FIFO or standard, its
 // MaximumMessageSize); produce() answers kQueueFull until they came. Each record becomes one
 // message (map_record in sqs_batching.hpp: body, FIFO group and deduplication ids, attributes).
-// Records are sent in SendMessageBatch calls of up to 10 entries and 256 KiB, several calls in
+// Records are sent in SendMessageBatch calls of up to 10 entries and 1 MiB, several calls in
 // flight on keep-alive connections (max_calls). Order: on a FIFO queue at most one entry of a
 // message group is in flight at once; the group's later entries wait here while its earlier one
 // is answered or retried; other groups flow. A standard queue keeps no order (at-least-once).
