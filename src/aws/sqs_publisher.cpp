@@ -132,7 +132,8 @@ struct SqsPublisher::Impl : std::enable_shared_from_this<SqsPublisher::Impl> {
     std::string url;
     std::optional<QueueAttributes> attributes;
     GroupScheduler scheduler;
-    int attribute_attempts = 0;
+    int attribute_attempts = 0;   // GetQueueAttributes calls that failed (retryable) so far
+    std::string attribute_error;  // the last one's error
   };
 
   boost::asio::any_io_executor executor;
@@ -187,9 +188,9 @@ struct SqsPublisher::Impl : std::enable_shared_from_this<SqsPublisher::Impl> {
       queue.attributes = r.attributes;
       logger()->info(
           "event=sqs_queue queue={} fifo={} content_based_deduplication={} "
-          "maximum_message_size={}",
+          "maximum_message_size={} attempts={}",
           quoted(queue.url), r.attributes.fifo, r.attributes.content_based_deduplication,
-          r.attributes.maximum_message_size);
+          r.attributes.maximum_message_size, queue.attribute_attempts + 1);
       if (!r.attributes.fifo) {
         logger()->warn(
             "event=sqs_standard_queue queue={}: a standard queue keeps no order and may deliver "
@@ -200,9 +201,14 @@ struct SqsPublisher::Impl : std::enable_shared_from_this<SqsPublisher::Impl> {
     }
     switch (r.error->kind) {
       case FailureKind::kRetryable: {
+        // No deadline, as for a Kafka or NATS server the relay cannot reach: each attempt is
+        // logged; nothing is sent meanwhile (produce() answers kQueueFull).
         const auto delay = backoff(queue.attribute_attempts++);
-        logger()->warn("event=sqs_attributes_failed queue={} retry_in_ms={} error={}",
-                       quoted(queue.url), delay.count(), quoted(r.error->message));
+        queue.attribute_error = r.error->message;
+        logger()->warn(
+            "event=sqs_unavailable queue={} attempt={} retry_in_ms={} error={}: nothing is sent "
+            "until the queue answers GetQueueAttributes",
+            quoted(queue.url), queue.attribute_attempts, delay.count(), quoted(r.error->message));
         auto timer = std::make_shared<boost::asio::steady_timer>(executor, delay);
         const std::uint64_t gen = generation;
         timer->async_wait([w = weak_from_this(), q, gen, timer](const boost::system::error_code&) {

@@ -11,7 +11,11 @@
 // tests/support (AwsFaultProxy, --aws-endpoint): SQS frozen (nothing confirmed past what was
 // committed before, everything after the thaw, /healthz answering throughout), and a throttled
 // entry with later entries of its group waiting (never passed), throttled and failing calls.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -50,6 +54,36 @@ std::vector<Record> as_records(const std::vector<Received>& received) {
   }
   return out;
 }
+
+// A TCP port bound on 127.0.0.1 and not listening: a connection to it is refused (an endpoint
+// that is down), and nothing else takes the port until release().
+class RefusingPort {
+ public:
+  RefusingPort() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);  // not the relay's
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof a;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &length) != 0) {
+      throw std::runtime_error("cannot bind a port on 127.0.0.1");
+    }
+    port_ = ntohs(a.sin_port);
+  }
+  ~RefusingPort() { release(); }
+  RefusingPort(const RefusingPort&) = delete;
+  RefusingPort& operator=(const RefusingPort&) = delete;
+  std::uint16_t port() const { return port_; }
+  void release() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+};
 
 class SqsRelay : public FaultTest {
  protected:
@@ -340,6 +374,54 @@ TEST_F(SqsRelay, StandardQueueGetsEveryEvent) {
   EXPECT_EQ(ids.size(), rows.size());
   for (const auto& [id, row] : rows) EXPECT_TRUE(ids.contains(id)) << id;
   EXPECT_NE(read_file(relay.log_path()).find("event=sqs_standard_queue"), std::string::npos);
+  expect_graceful_stop(relay);
+}
+
+// SQS unreachable at start (its endpoint refuses connections): the relay waits for it without a
+// deadline, as for a Kafka or NATS server it cannot reach, logging each GetQueueAttributes attempt
+// (event=sqs_unavailable attempt=N); nothing is sent or confirmed meanwhile and /healthz answers
+// throughout. Once the endpoint answers (the fault proxy takes the port), the events committed
+// meanwhile reach the queue.
+TEST_F(SqsRelay, UnreachableAtStartIsWaitedForAttemptByAttempt) {
+  create_outbox_table();
+  RefusingPort endpoint;
+  const std::uint16_t port = free_port();
+  metrics_addr_ = "127.0.0.1:" + std::to_string(port);
+  RelayProcess& relay =
+      start_relay({"--aws-endpoint", "http://127.0.0.1:" + std::to_string(endpoint.port())});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 1, 12, false));
+  const Lsn after = pg_->current_wal_lsn();
+  ASSERT_TRUE(wait_until(
+      [&] { return count_in_file(relay.log_path(), "event=sqs_unavailable") >= 3; }, 20s, 50ms))
+      << tail_file(relay.log_path(), 20);
+  const std::string log = read_file(relay.log_path());
+  for (int n = 1; n <= 3; ++n) {
+    EXPECT_NE(log.find("event=sqs_unavailable queue=\"" + sqs_queue_url_ +
+                       "\" attempt=" + std::to_string(n) + " "),
+              std::string::npos)
+        << tail_file(relay.log_path(), 20);
+  }
+  HealthzWatch healthz(port);
+  figure("readyz_status_while_unreachable", http_get(port, "/readyz").status);
+  const auto held = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(held.has_value());
+  EXPECT_LT(*held, after) << "confirmed past events SQS never saw";
+  ASSERT_TRUE(relay.is_running());
+
+  endpoint.release();
+  AwsFaultProxy proxy(AwsFaultProxyOptions{
+      moto().endpoint, {{moto().access_key_id, moto().secret_access_key, ""}}, endpoint.port()});
+  ASSERT_TRUE(expect_confirmed_reaches(after, 30s)) << tail_file(relay.log_path(), 20);
+  healthz.stop();
+  EXPECT_GT(healthz.polls(), 0);
+  EXPECT_EQ(healthz.unanswered(), 0);
+  EXPECT_LT(healthz.slowest_ms(), 1000) << "the relay's io thread was blocked";
+  EXPECT_NE(read_file(relay.log_path()).find("event=sqs_queue queue=\"" + sqs_queue_url_),
+            std::string::npos);
+  EXPECT_EQ(read_all(sqs_queue_url_, 12).size(), 12u);
+  figure("attempts_while_unreachable",
+         static_cast<std::int64_t>(count_in_file(relay.log_path(), "event=sqs_unavailable")));
   expect_graceful_stop(relay);
 }
 
