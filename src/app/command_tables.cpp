@@ -219,9 +219,10 @@ Table run_flags(Options& o) {
       flags::name("--gap-repair-column", o.gap_repair_column,
                   "the outbox's time column (e.g. created_at): a slot the progress record\n"
                   "shows was dropped or made anew while the relay was down is made, then\n"
-                  "the rows of the gap Kafka lacks are published from the table, in commit\n"
-                  "order, before streaming (docs/failures.md). Only for an outbox whose rows\n"
-                  "stay until prune removes them. Default: such a gap stops the relay (exit 4)")
+                  "the rows of the gap Kafka or JetStream lacks are published from the\n"
+                  "table, in commit order, before streaming (docs/failures.md). Only for an\n"
+                  "outbox whose rows stay until prune removes them. Default: such a gap\n"
+                  "stops the relay (exit 4)")
           .defer(),
       flags::duration("--gap-repair-margin", o.gap_repair_margin,
                       "how far before the progress record's time the gap repair reads the\n"
@@ -602,8 +603,9 @@ std::span<const CommandWord> command_words() { return kCommands; }
 Table reconcile_table(ReconcileOptions& o) {
   Table table = {
       pg_flag(o.conninfo),
-      flags::text("--brokers", "HOST:PORT[,...]", o.brokers, "Kafka bootstrap servers [required]")
-          .require("HOST:PORT[,...]"),
+      // Required unless --nats (check_reconcile).
+      flags::text("--brokers", "HOST:PORT[,...]", o.brokers,
+                  "Kafka bootstrap servers [required unless --nats]"),
       flags::text("--column-time", "NAME", o.column_time,
                   "the rows' time column (timestamptz; timestamp is read in the\n"
                   "server's time zone) [required]")
@@ -637,8 +639,14 @@ Table reconcile_table(ReconcileOptions& o) {
           .argv_only(),
       flags::property("-X", o.properties,
                       "librdkafka property for the consumer and the producer, repeatable"),
-      help_flag(o.help),
   };
+  Table nats = nats_flags(o.nats,
+                          "NATS JetStream servers (nats:// or tls://) to read the stored ids\n"
+                          "from, and with --repair publish to, instead of Kafka (the streams\n"
+                          "capturing the subjects; messages stored since - margin)");
+  table.insert(table.end(), std::make_move_iterator(nats.begin()),
+               std::make_move_iterator(nats.end()));
+  table.push_back(help_flag(o.help));
   // The relay's mapping rows (run's), so that a repaired record is built as the relay builds it.
   Table mapping =
       flags::mapping_flags(o.mapper,

@@ -226,16 +226,13 @@ void check_run(const Options& o) {
   if (!o.gap_repair_column.empty()) {
     if (!o.sinks.eventbridge.bus.empty()) {
       throw flags::rejected("--gap-repair-column",
-                            "needs --brokers (the repair reads Kafka back; EventBridge cannot be "
-                            "read)");
+                            "needs --brokers or --nats (the repair reads the broker back; "
+                            "EventBridge cannot be read)");
     }
     if (!o.sinks.sqs.queue_url.empty()) {
       throw flags::rejected("--gap-repair-column",
-                            "needs --brokers (the repair reads Kafka back; SQS cannot be read)");
-    }
-    if (!o.sinks.nats.urls.empty()) {
-      throw flags::rejected("--gap-repair-column",
-                            "needs --brokers (the repair reads Kafka back; JetStream: exit 4)");
+                            "needs --brokers or --nats (the repair reads the broker back; SQS "
+                            "cannot be read)");
     }
     if (m.table.empty() || (!m.message_prefix.empty() && !o.table_given)) {
       throw flags::rejected("--gap-repair-column",
@@ -345,6 +342,33 @@ void check_setup(const SetupOptions& o) {
 }
 
 void check_reconcile(const ReconcileOptions& o) {
+  const auto& n = o.nats;
+  if (n.urls.empty()) {
+    if (o.brokers.empty()) {
+      throw flags::rejected("--brokers", "required (HOST:PORT[,...]), or --nats for JetStream");
+    }
+    const std::pair<const std::string*, const char*> nats_only[] = {
+        {&n.credentials_file, "--nats-creds"},
+        {&n.nkey_seed_file, "--nats-nkey"},
+        {&n.tls_ca_file, "--nats-tls-ca"},
+        {&n.tls_cert_file, "--nats-tls-cert"},
+        {&n.tls_key_file, "--nats-tls-key"}};
+    for (const auto& [value, flag] : nats_only) {
+      if (!value->empty()) throw flags::rejected(flag, "needs --nats");
+    }
+  } else {
+    if (!o.brokers.empty()) throw flags::rejected("--nats", "cannot be used with --brokers");
+    if (!o.properties.empty() || !o.kafka_config.empty()) {
+      throw flags::rejected("--nats", "cannot be used with -X or --kafka-config (Kafka settings)");
+    }
+    if (!n.credentials_file.empty() && !n.nkey_seed_file.empty()) {
+      throw flags::rejected("--nats-creds", "cannot be used with --nats-nkey (one identity)");
+    }
+    if (n.tls_cert_file.empty() != n.tls_key_file.empty()) {
+      throw flags::rejected(n.tls_cert_file.empty() ? "--nats-tls-key" : "--nats-tls-cert",
+                            "needs --nats-tls-cert and --nats-tls-key together");
+    }
+  }
   flags::check_mapping(o.mapper);
   flags::check_kafka_properties(o.properties, o.unsafe_kafka_config, "-X, --kafka-config");
   // Both ages or both timestamps: the order is known now (mixed ones are checked when run).

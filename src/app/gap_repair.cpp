@@ -64,10 +64,17 @@ int repair_slot_gap(const Options& options, relay::RelayConfig& config) {
   try {
     pg::AdminSession db(config.conninfo);
     std::optional<pg::SlotInfo> slot = db.slot(config.slot);
+    const bool nats = !options.sinks.nats.urls.empty();
+    const char* broker = nats ? "JetStream" : "Kafka";
     sinks::ProgressLocation where;
-    where.brokers = options.sinks.kafka.brokers;
-    where.properties = options.sinks.kafka.properties;
-    where.checkpoint_topic = config.checkpoint_topic;
+    if (nats) {
+      where.nats = options.sinks.nats;
+      where.nats_bucket = options.sinks.nats_progress_bucket;
+    } else {
+      where.brokers = options.sinks.kafka.brokers;
+      where.properties = options.sinks.kafka.properties;
+      where.checkpoint_topic = config.checkpoint_topic;
+    }
     const sinks::StoredProgress record =
         sinks::read_stored_progress(where, db.system_id(), config.slot, config.connect_timeout);
     if (!record.error.empty() || !record.lsn) return relay::kExitOk;  // the relay's check decides
@@ -154,16 +161,17 @@ int repair_slot_gap(const Options& options, relay::RelayConfig& config) {
     r.until = until;
     r.repair = true;
     r.properties = options.sinks.kafka.properties;
+    if (nats) r.nats = options.sinks.nats;
     r.margin = options.gap_repair_margin;
     r.timeout = config.connect_timeout;
     spdlog::warn(
         "event=slot_gap_found slot={} recorded={} slot_confirmed={} since={} until={}: the "
         "slot was {} while the relay was down; publishing the outbox rows of {} between those "
-        "times that Kafka lacks, before streaming",
+        "times that {} lacks, before streaming",
         config.slot, range_from,
         slot && slot->confirmed_flush_lsn ? slot->confirmed_flush_lsn->to_string() : "-",
         r.since.text, r.until->text, missing ? "dropped or lost" : "moved past the record",
-        options.gap_repair_column);
+        options.gap_repair_column, broker);
     std::ostringstream out, err;
     const int rc = lifecycle::run_reconcile(r, out, err);
     const std::string summary = last_line(out.str(), "summary ");

@@ -178,7 +178,8 @@ const std::vector<Family>& families() {
              [](const M& m) { return m.slot_losses_accepted; }),
       single("outbox_relay_slot_gaps_repaired_total", kCounter,
              "Starts that went on past a loss the progress record showed (a slot gone, or one "
-             "confirmed past the record) after the outbox rows of the gap that Kafka lacked were "
+             "confirmed past the record) after the outbox rows of the gap that the broker (Kafka "
+             "or JetStream) lacked were "
              "published from the table (--gap-repair-column; event=slot_gap_repaired names the "
              "range and the counts).",
              [](const M& m) { return m.slot_gaps_repaired; }),

@@ -120,6 +120,9 @@ relay's template and columns, reads those topics (from the first record stamped 
 since - --margin), matches records to rows by the "id" header and prints every row Kafka lacks
 (id, aggregate id, topic, time) and a summary. With --repair it publishes the missing events in
 commit order (idempotent producer, acks=all, murmur2_random) and waits for every acknowledgement.
+With --nats instead of --brokers the stream is JetStream: the stream capturing each subject is read
+from the messages stored at or after since - --margin (headers only), and --repair publishes with
+Nats-Msg-Id = the id.
 Each row goes through the relay's own mapper, fed the row's text as pgoutput sends it: given the
 relay's mapping flags (--table repeated, --topic, --column-*, --require-json,
 --additional-placement, --column-timestamp, --tombstone-on-empty-payload, --format, --ce-source,

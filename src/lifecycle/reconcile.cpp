@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <set>
 #include <stdexcept>
@@ -17,6 +18,8 @@
 #include "outbox/kafka/producer.hpp"
 #include "outbox/mapping/mapper.hpp"
 #include "outbox/mapping/topic_template.hpp"
+#include "outbox/nats/publisher.hpp"
+#include "outbox/nats/stream_client.hpp"
 #include "outbox/pg/admin.hpp"
 #include "outbox/pg/cursor.hpp"
 #include "outbox/pg/window_scan.hpp"
@@ -245,16 +248,26 @@ namespace outbox::lifecycle {
 namespace {
 
 // Publishes repaired events with the relay's producer (its defaults: idempotent, acks=all,
-// murmur2_random, no delivery deadline) on a private io_context, a bounded number at a time.
+// murmur2_random, no delivery deadline), or with JetStream the relay's publisher (Nats-Msg-Id =
+// the id), on a private io_context, a bounded number at a time.
 class Repairer {
  public:
-  Repairer(const ReconcileOptions& o, std::ostream& out)
-      : out_(out),
-        timeout_(o.timeout),
-        producer_(
-            io_.get_executor(), kafka::ProducerConfig{o.brokers, o.properties, {}},
-            [this](const kafka::Delivery& d) { on_delivery(d); },
-            [this](const std::string& e) { fatal_ = e; }) {}
+  // Throws kafka::ConfigError or nats::ConfigError (a bad setting; JetStream: no server).
+  Repairer(const ReconcileOptions& o, std::ostream& out) : out_(out), timeout_(o.timeout) {
+    if (o.nats.urls.empty()) {
+      kafka_ = std::make_unique<kafka::Producer>(
+          io_.get_executor(), kafka::ProducerConfig{o.brokers, o.properties, {}},
+          [this](const kafka::Delivery& d) { on_delivery(d); },
+          [this](const std::string& e) { fatal_ = e; });
+    } else {
+      nats::PublisherConfig c = o.nats;
+      c.ack_timeout = o.timeout;
+      nats_ = std::make_unique<nats::Publisher>(
+          io_.get_executor(), c, [this](const sink::Delivery& d) { on_delivery(d); },
+          [this](const std::string& e) { fatal_ = e; });
+    }
+    last_progress_ = Clock::now();
+  }
 
   // Queues one event as the relay's Pipeline builds its record (headers id, type, then the
   // mapper's; the mapper's partition; its timestamp, else `commit_time_ms`); false when Kafka
@@ -271,7 +284,8 @@ class Repairer {
     const std::size_t bytes = (ev.value ? ev.value->size() : 0) + (ev.key ? ev.key->size() : 0);
     const std::uint64_t opaque = next_opaque_++;
     for (;;) {
-      const kafka::ProduceResult r = producer_.produce(record, opaque);
+      const kafka::ProduceResult r =
+          kafka_ ? kafka_->produce(record, opaque) : nats_->produce(record, opaque);
       switch (r.status) {
         case kafka::ProduceStatus::kQueued:
           if (in_flight_.empty()) last_progress_ = Clock::now();
@@ -280,6 +294,12 @@ class Repairer {
           return true;
         case kafka::ProduceStatus::kQueueFull: {
           const std::size_t before = in_flight_.size();
+          if (before == 0) {  // JetStream: the connection is not up yet
+            if (fatal_ || Clock::now() - last_progress_ >= timeout_) return false;
+            if (io_.stopped()) io_.restart();
+            io_.run_one_for(std::chrono::milliseconds(10));
+            continue;
+          }
           if (!wait([&] { return in_flight_.size() < before; })) return false;
           continue;
         }
@@ -346,7 +366,9 @@ class Repairer {
   std::uint64_t failed_ = 0;
   std::optional<std::string> fatal_;
   Clock::time_point last_progress_ = Clock::now();
-  kafka::Producer producer_;  // last: destroyed first, while the handlers' state still lives
+  // Last: destroyed first, while the handlers' state still lives. One of them.
+  std::unique_ptr<kafka::Producer> kafka_;
+  std::unique_ptr<nats::Publisher> nats_;
 };
 
 }  // namespace
@@ -416,13 +438,19 @@ class Reconciliation {
                                     "stamped with the time column, not the commit time")
            << "\n";
       scan(session, mapper);
-      read_kafka();
+      if (nats()) {
+        read_nats();
+      } else {
+        read_kafka();
+      }
       list_missing(session, mapper);
       return summary();
     } catch (const kafka::ConfigError& e) {
       err_ << "outbox-relay reconcile: Kafka configuration (-X, --kafka-config): " << e.what()
            << '\n';
       return 2;
+    } catch (const nats::ConfigError& e) {
+      return fail("JetStream: " + std::string(e.what()));
     } catch (const pg::Error& e) {
       return fail(e.what());
     } catch (const std::runtime_error& e) {
@@ -550,7 +578,45 @@ class Reconciliation {
     err_ << "\n";
   }
 
-  // 3. What Kafka lacks, in commit order; with --repair, published in that order.
+  bool nats() const { return !o_.nats.urls.empty(); }
+  const char* broker() const { return nats() ? "JetStream" : "Kafka"; }
+
+  // 2, with JetStream: the messages stored on each subject from the window's start less the
+  // margin (JetStream's storage time: the publisher sets no time of its own), headers only.
+  void read_nats() {
+    if (rows_per_topic_.empty()) return;
+    std::uint64_t matched = 0, without_id = 0;
+    const std::int64_t from_ms = std::max<std::int64_t>(0, since_us_ / 1000 - o_.margin.count());
+    nats::StreamClient client(o_.nats, o_.timeout);
+    err_ << "reconcile: reading the JetStream messages of " << rows_per_topic_.size()
+         << " subjects stored at or after " << format_utc(from_ms * 1000) << "\n";
+    const auto phase = Clock::now();
+    for (const auto& [subject, count] : rows_per_topic_) {
+      const nats::SubjectIds got = client.read_ids(
+          subject, from_ms * 1'000'000,
+          [&](std::string_view id) {
+            if (ids_.mark_seen(id)) ++matched;
+          },
+          o_.timeout);
+      if (got.stream.empty()) {
+        ++topics_absent_;
+        err_ << "reconcile: no JetStream stream captures subject " << subject << ": its " << count
+             << " rows are missing\n";
+        continue;
+      }
+      ++topics_read_;
+      records_ += got.messages;
+      without_id += got.without_id;
+    }
+    const double read_seconds = seconds_since(phase);
+    err_ << "reconcile: read " << records_ << " messages in " << secs(read_seconds) << " ("
+         << rate(records_, read_seconds) << " messages/s); " << matched
+         << " carry an id of the window";
+    if (without_id > 0) err_ << ", " << without_id << " have no id header";
+    err_ << "\n";
+  }
+
+  // 3. What Kafka (or JetStream) lacks, in commit order; with --repair, published in that order.
   void list_missing(pg::AdminSession& session, mapping::Mapper& mapper) {
     missing_ = ids_.missing();
     if (missing_ == 0) return;
@@ -631,12 +697,13 @@ class Reconciliation {
     out_ << '\n';
     out_.flush();
     if (repairer_ && repairer_->fatal()) {
-      return fail("Kafka producer failed: " + *repairer_->fatal() +
-                  "; run reconcile again to see what is still missing");
+      return fail(std::string(nats() ? "JetStream publisher" : "Kafka producer") + " failed: " +
+                  *repairer_->fatal() + "; run reconcile again to see what is still missing");
     }
     if (stalled_) {
-      return fail("no acknowledgement from Kafka for " + std::to_string(o_.timeout.count()) +
-                  " ms; " + std::to_string(repairer_ ? repairer_->in_flight() : 0) +
+      return fail(std::string("no acknowledgement from ") + broker() + " for " +
+                  std::to_string(o_.timeout.count()) + " ms; " +
+                  std::to_string(repairer_ ? repairer_->in_flight() : 0) +
                   " events were in flight and may still arrive: run reconcile again");
     }
     if (unmappable_ > 0) return 1;

@@ -213,4 +213,79 @@ std::vector<StoredMessage> StreamClient::messages(const std::string& stream) {
   return out;
 }
 
+SubjectIds StreamClient::read_ids(const std::string& subject, std::int64_t since_ns,
+                                  const std::function<void(std::string_view)>& on_id,
+                                  std::chrono::milliseconds timeout) {
+  using SubPtr =
+      std::unique_ptr<natsSubscription, Deleter<natsSubscription, natsSubscription_Destroy>>;
+  using NamesPtr =
+      std::unique_ptr<jsStreamNamesList, Deleter<jsStreamNamesList, jsStreamNamesList_Destroy>>;
+  using ConsumerInfoPtr =
+      std::unique_ptr<jsConsumerInfo, Deleter<jsConsumerInfo, jsConsumerInfo_Destroy>>;
+  using MetaPtr = std::unique_ptr<jsMsgMetaData, Deleter<jsMsgMetaData, jsMsgMetaData_Destroy>>;
+  jsCtx* js = impl_->session.js.get();
+  SubjectIds out;
+  const auto failed = [&](const std::string& what, natsStatus s) {
+    return std::runtime_error(what + " subject " + subject + ": " + last_error(s));
+  };
+  // The stream capturing the subject (the server's subject filter; none: NATS_NOT_FOUND).
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Stream.Info.SubjectsFilter = subject.c_str();
+  jsStreamNamesList* raw_names = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_StreamNames(&raw_names, js, &jo, &code);
+  const NamesPtr names(raw_names);
+  if (s == NATS_NOT_FOUND || (s == NATS_OK && (!names || names->Count == 0))) return out;
+  if (s != NATS_OK) throw failed("cannot find the JetStream stream of", s);
+  out.stream = names->List[0];
+
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Stream = out.stream.c_str();
+  so.Ordered = true;
+  so.Config.HeadersOnly = true;
+  if (since_ns > 0) {
+    so.Config.DeliverPolicy = js_DeliverByStartTime;
+    so.Config.OptStartTime = since_ns;
+  }
+  natsSubscription* raw_sub = nullptr;
+  s = js_SubscribeSync(&raw_sub, js, subject.c_str(), nullptr, &so, &code);
+  const SubPtr sub(raw_sub);
+  if (s != NATS_OK) throw failed("cannot read (ordered consumer on stream " + out.stream + ")", s);
+  jsConsumerInfo* raw_ci = nullptr;
+  s = natsSubscription_GetConsumerInfo(&raw_ci, sub.get(), nullptr, &code);
+  const ConsumerInfoPtr ci(raw_ci);
+  if (s != NATS_OK) throw failed("cannot read the consumer of", s);
+  // Nothing stored since: nothing delivered and nothing pending. Else read until a message says
+  // nothing more is pending.
+  if (ci->NumPending == 0 && ci->Delivered.Consumer == 0) return out;
+  const int wait_ms = static_cast<int>(std::max<std::int64_t>(1, timeout.count()));
+  for (;;) {
+    natsMsg* raw = nullptr;
+    s = natsSubscription_NextMsg(&raw, sub.get(), wait_ms);
+    MsgPtr m(raw);
+    if (s != NATS_OK) {
+      throw failed("no message for " + std::to_string(timeout.count()) + " ms after " +
+                       std::to_string(out.messages) + " read, on",
+                   s);
+    }
+    ++out.messages;
+    const char* id = nullptr;
+    if (natsMsgHeader_Get(m.get(), "id", &id) == NATS_OK && id != nullptr) {
+      on_id(id);
+    } else if (natsMsgHeader_Get(m.get(), "Nats-Msg-Id", &id) == NATS_OK && id != nullptr) {
+      on_id(id);
+    } else {
+      ++out.without_id;
+    }
+    jsMsgMetaData* raw_meta = nullptr;
+    if (natsMsg_GetMetaData(&raw_meta, m.get()) != NATS_OK) {
+      throw failed("a message without JetStream metadata on", NATS_ERR);
+    }
+    const MetaPtr meta(raw_meta);
+    if (meta->NumPending == 0) return out;
+  }
+}
+
 }  // namespace outbox::nats

@@ -87,6 +87,7 @@ ProgressBucket::Result ProgressBucket::get(const std::string& key) {
   const auto* data = static_cast<const char*>(kvEntry_Value(entry.get()));
   r.value = std::string(data == nullptr ? "" : data,
                         static_cast<std::size_t>(kvEntry_ValueLen(entry.get())));
+  if (const std::int64_t ns = kvEntry_Created(entry.get()); ns > 0) r.created_ms = ns / 1'000'000;
   return r;
 }
 

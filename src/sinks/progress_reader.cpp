@@ -26,7 +26,8 @@ StoredProgress read_stored_progress(const ProgressLocation& where, const std::st
       const nats::ProgressBucket::Result r = bucket.get(out.key);
       read.error = r.error;
       if (r.value) relay::parse_progress_value(*r.value, read);
-    } catch (const std::exception& e) {  // nats::ConfigError: a setting libnats refused
+      if (r.value) read.written_ms = r.created_ms;  // the server's time, as Kafka's timestamp
+    } catch (const std::exception& e) {             // nats::ConfigError: a setting libnats refused
       read.error = e.what();
     }
   }

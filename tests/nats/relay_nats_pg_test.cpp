@@ -200,7 +200,9 @@ TEST_F(NatsRelay, ASlotInvalidatedWhileStreamingStopsTheRelayNamingTheRange) {
 }
 
 // max_slot_wal_keep_size passed while the relay is down: the restart finds the slot lost and
-// stops (exit 4) naming the cause and the position, making no slot; prune deletes no row.
+// stops (exit 4) naming the cause and the position, making no slot; prune deletes no row. Started
+// again with --gap-repair-column, the relay drops the lost slot, makes one and publishes the gap's
+// 6 events from the table before streaming: every event stored once, in order.
 TEST_F(NatsRelay, ASlotInvalidatedWhileTheRelayWasDownStopsTheRestart) {
   create_outbox_table();
   pg_->exec("ALTER TABLE " + qualified_table() +
@@ -263,6 +265,16 @@ TEST_F(NatsRelay, ASlotInvalidatedWhileTheRelayWasDownStopsTheRestart) {
                                       log_path("prune_out"), log_path("prune_err"), 60s);
   EXPECT_EQ(pr.exit_code, 1) << pr.out << pr.err;
   EXPECT_EQ(*pg_->scalar("SELECT count(*) FROM " + qualified_table()), "16");
+
+  RelayProcess& repaired = start_relay({"--gap-repair-column", "created_at"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(repaired));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 17, 4, false));
+  expect_every_event_stored_once(60s);
+  EXPECT_EQ(stored().size(), 20u);
+  const std::string repaired_log = read_file(repaired.log_path());
+  EXPECT_NE(repaired_log.find("event=dropped_lost_slot"), std::string::npos) << repaired_log;
+  EXPECT_NE(repaired_log.find(" repaired=6 failed=0"), std::string::npos) << repaired_log;
+  expect_graceful_stop(repaired);
 }
 
 // The slot dropped and made anew by another client while the relay was down: it exists, past the
@@ -325,6 +337,165 @@ TEST_F(NatsRelay, ASlotMadeAnewByAnotherClientStopsTheStart) {
       << tail_file(again.log_path(), 20);
   EXPECT_TRUE(again.is_running());
   expect_graceful_stop(again);
+}
+
+// --gap-repair-column with JetStream: the slot dropped while the relay was down. prune deletes no
+// row meanwhile (the progress record in the bucket is past the missing slot). The restart makes
+// the slot first, reads the ids the stream holds of the window (the messages stored on the
+// subject since the record's time less --gap-repair-margin, headers only) and publishes the rows
+// of the gap that the stream lacks, in commit order, before streaming. Two events of the gap are
+// in the stream already (as when a relay published them and stopped before its record moved): the
+// read finds them and they are not sent again (missing= counts what the read did not find, not
+// what the duplicate window would drop). Every event stored once, each aggregate's in order (the
+// gap's ahead of those committed after the restart); the record moves to the new slot, so the
+// next start repairs nothing.
+TEST_F(NatsRelay, ASlotDroppedWhileTheRelayWasDownIsRepairedFromTheTable) {
+  create_outbox_table();
+  pg_->exec("ALTER TABLE " + qualified_table() +
+            " ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()");
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  const std::vector<std::string> flags{"--gap-repair-column", "created_at"};
+  RelayProcess& relay = start_relay(flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 1, 12, false));
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 12; }, 60s, 100ms));
+  ASSERT_TRUE(expect_confirmed_reaches(pg_->current_wal_lsn(), 30s));
+  expect_graceful_stop(relay);
+  pg_->drop_slot_if_exists(slot_);
+  // The gap: 15 events in 5 transactions, each touching the 3 aggregates.
+  for (int t = 0; t < 5; ++t) {
+    pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 13 + t * 3, 3, false));
+  }
+  // Two of them stored already, as the relay publishes them (id and Nats-Msg-Id headers).
+  for (const auto& row : pg_->query("SELECT id::text, aggregateid, type, payload::text FROM " +
+                                    qualified_table() + " WHERE seq IN (13, 14) ORDER BY seq")) {
+    StreamReader(access_).publish(
+        topic_, *row[3],
+        {{"id", *row[0]}, {"type", *row[2]}, {"key", *row[1]}, {"Nats-Msg-Id", *row[0]}});
+  }
+  ASSERT_EQ(stored().size(), 14u);
+  const CommandResult pr = run_to_end(relay_bin_,
+                                      {"prune", "--pg", conninfo_, "--slot", slot_, "--table",
+                                       qualified_table(), "--nats", nats_, "--older-than", "1ms"},
+                                      log_path("prune_out"), log_path("prune_err"), 60s);
+  EXPECT_EQ(pr.exit_code, 1) << pr.out << pr.err;
+  EXPECT_EQ(*pg_->scalar("SELECT count(*) FROM " + qualified_table()), "27");
+
+  RelayProcess& restarted = start_relay(flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(restarted));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 28, 6, false));
+  expect_every_event_stored_once(60s);
+  EXPECT_EQ(stored().size(), 33u);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("event=slot_gap_found"), std::string::npos) << log;
+  EXPECT_NE(log.find("that JetStream lacks"), std::string::npos) << log;
+  EXPECT_NE(log.find("event=slot_gap_repaired"), std::string::npos) << log;
+  EXPECT_NE(log.find(" missing=13 "), std::string::npos) << log;
+  EXPECT_NE(log.find(" repaired=13 failed=0"), std::string::npos) << log;
+  EXPECT_TRUE(restarted.is_running());
+  expect_graceful_stop(restarted);
+
+  RelayProcess& again = start_relay(flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(again));
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return read_file(again.log_path()).find("event=progress_verified") != std::string::npos;
+      },
+      30s, 50ms))
+      << tail_file(again.log_path(), 20);
+  EXPECT_EQ(read_file(again.log_path()).find("event=slot_gap_found"), std::string::npos)
+      << tail_file(again.log_path(), 20);
+  expect_graceful_stop(again);
+}
+
+// The rows of the gap deleted before the repair: the slot made anew by another client while the
+// relay was down, and prune told to trust the slot alone (--without-progress-record) deletes
+// every row committed before it, the gap's with the delivered ones. The start with
+// --gap-repair-column finds no row at or before the progress record's time: it publishes
+// nothing and stops (exit 4) naming the range, instead of streaming past the loss.
+TEST_F(NatsRelay, RowsPrunedBeforeTheRepairStopTheStart) {
+  create_outbox_table();
+  pg_->exec("ALTER TABLE " + qualified_table() +
+            " ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()");
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  const std::vector<std::string> flags{"--gap-repair-column", "created_at"};
+  RelayProcess& relay = start_relay(flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 1, 12, false));
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 12; }, 60s, 100ms));
+  ASSERT_TRUE(expect_confirmed_reaches(pg_->current_wal_lsn(), 30s));
+  expect_graceful_stop(relay);
+  const auto stopped_at = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(stopped_at.has_value());
+  pg_->drop_slot_if_exists(slot_);
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 13, 9, false));
+  pg_->query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot_});
+  const auto made = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(made.has_value() && *made > *stopped_at);
+  const CommandResult pruned =
+      run_to_end(relay_bin_,
+                 {"prune", "--pg", conninfo_, "--slot", slot_, "--table", qualified_table(),
+                  "--without-progress-record", "--older-than", "1ms"},
+                 log_path("prune_out"), log_path("prune_err"), 60s);
+  ASSERT_EQ(pruned.exit_code, 0) << pruned.out << pruned.err;
+  ASSERT_EQ(*pg_->scalar("SELECT count(*) FROM " + qualified_table()), "0");
+
+  RelayProcess& restarted = start_relay(flags);
+  const auto code = restarted.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
+                                << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("the events committed between " + format_lsn(*stopped_at) + " and " +
+                     format_lsn(*made) +
+                     " (the progress record) may be missing and cannot be repaired from the "
+                     "outbox"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("--accept-slot-loss"), std::string::npos) << log;
+  EXPECT_EQ(log.find("event=slot_gap_repaired"), std::string::npos) << log;
+  EXPECT_EQ(log.find("event=streaming"), std::string::npos) << log;
+  EXPECT_EQ(pg_->slot_confirmed_flush(slot_), made) << "the stopped start moved the slot";
+  EXPECT_EQ(stored().size(), 12u) << "the stopped start published";
+}
+
+// The slot dropped and made anew by another client while the relay was down, past the progress
+// record; with --gap-repair-column the start repairs the gap on that slot (nothing dropped or
+// made): the 9 events committed between are published from the table ahead of those streamed
+// after, every event stored once, each aggregate's in order.
+TEST_F(NatsRelay, ASlotMadeAnewByAnotherClientIsRepairedOnThatSlot) {
+  create_outbox_table();
+  pg_->exec("ALTER TABLE " + qualified_table() +
+            " ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()");
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  const std::vector<std::string> flags{"--gap-repair-column", "created_at"};
+  RelayProcess& relay = start_relay(flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 1, 12, false));
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 12; }, 60s, 100ms));
+  ASSERT_TRUE(expect_confirmed_reaches(pg_->current_wal_lsn(), 30s));
+  expect_graceful_stop(relay);
+  const auto stopped_at = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(stopped_at.has_value());
+  pg_->drop_slot_if_exists(slot_);
+  for (int t = 0; t < 3; ++t) {
+    pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 13 + t * 3, 3, false));
+  }
+  pg_->query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot_});
+  const auto made = pg_->slot_confirmed_flush(slot_);
+  ASSERT_TRUE(made.has_value() && *made > *stopped_at);
+
+  RelayProcess& restarted = start_relay(flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(restarted));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 22, 6, false));
+  expect_every_event_stored_once(60s);
+  EXPECT_EQ(stored().size(), 27u);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("event=slot_gap_repaired"), std::string::npos) << log;
+  EXPECT_NE(log.find(" repaired=9 failed=0"), std::string::npos) << log;
+  EXPECT_EQ(log.find("event=dropped_lost_slot"), std::string::npos) << log;
+  EXPECT_EQ(log.find("event=created_slot"), std::string::npos) << log;
+  expect_graceful_stop(restarted);
 }
 
 }  // namespace

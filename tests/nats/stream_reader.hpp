@@ -144,6 +144,22 @@ class StreamReader {
     jsStreamInfo_Destroy(si);
     return {window, subjects};
   }
+  // Publishes `data` on `subject` with `headers`, waiting for the stream's acknowledgement.
+  void publish(const std::string& subject, const std::string& data,
+               const std::vector<std::pair<std::string, std::string>>& headers) {
+    natsMsg* m = nullptr;
+    natsStatus s =
+        natsMsg_Create(&m, subject.c_str(), nullptr, data.data(), static_cast<int>(data.size()));
+    for (const auto& [name, value] : headers) {
+      if (s == NATS_OK) s = natsMsgHeader_Add(m, name.c_str(), value.c_str());
+    }
+    jsPubAck* ack = nullptr;
+    jsErrCode code{};
+    if (s == NATS_OK) s = js_PublishMsg(&ack, js_, m, nullptr, &code);
+    jsPubAck_Destroy(ack);
+    natsMsg_Destroy(m);
+    if (s != NATS_OK) throw std::runtime_error("publish: " + std::string(natsStatus_GetText(s)));
+  }
   void drop(const std::string& stream) {
     jsErrCode code{};
     js_DeleteStream(js_, stream.c_str(), nullptr, &code);

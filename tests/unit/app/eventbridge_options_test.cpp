@@ -27,16 +27,17 @@ TEST(EventBridgeOptions, EventBridgeReplacesBrokers) {
 TEST(EventBridgeOptions, OneSinkAndNoTransactions) {
   const std::vector<std::string> base = {"--pg", "x", "--eventbridge", "orders"};
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"--brokers", "k:1"}, "--eventbridge: cannot be used with --brokers (a Kafka setting; one "
-                             "sink)"},
+      {{"--brokers", "k:1"},
+       "--eventbridge: cannot be used with --brokers (a Kafka setting; one "
+       "sink)"},
       {{"-X", "linger.ms=5"}, "--eventbridge: cannot be used with -X (a Kafka setting; one sink)"},
       {{"--delivery", "exactly-once"},
        "--eventbridge: cannot be used with --delivery exactly-once (EventBridge has no "
        "transactions: at-least-once only)"},
       {{"--nats", "nats://a:4222"}, "--eventbridge: cannot be used with --nats (one sink)"},
       {{"--gap-repair-column", "created_at"},
-       "--gap-repair-column: needs --brokers (the repair reads Kafka back; EventBridge cannot be "
-       "read)"},
+       "--gap-repair-column: needs --brokers or --nats (the repair reads the broker back; "
+       "EventBridge cannot be read)"},
   };
   for (const auto& [extra, error] : cases) {
     auto args = base;

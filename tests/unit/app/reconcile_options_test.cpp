@@ -97,7 +97,7 @@ TEST(ReconcileFlags, ErrorsNameTheFlag) {
   EXPECT_EQ(error_of({"reconcile", "--brokers", "k:1", "--column-time", "c", "--since", "1h"}),
             "--pg: required (a libpq conninfo or URI)");
   EXPECT_EQ(error_of({"reconcile", "--pg", "x", "--column-time", "c", "--since", "1h"}),
-            "--brokers: required (HOST:PORT[,...])");
+            "--brokers: required (HOST:PORT[,...]), or --nats for JetStream");
   EXPECT_EQ(error_of({"reconcile", "--pg", "x", "--brokers", "k:1", "--column-time", "c"}),
             "--since: required (an age such as 2h, or a timestamp)");
   EXPECT_EQ(error_of({"reconcile", "--pg", "x", "--brokers", "k:1", "--since", "1h"}),
@@ -116,6 +116,29 @@ TEST(ReconcileFlags, ErrorsNameTheFlag) {
             "-X: expected PROPERTY=VALUE (the value is not shown: it may hold a secret)");
   EXPECT_EQ(error_of(with({"--slot", "s"})), "unknown flag --slot (see --help)");
   EXPECT_EQ(error_of(with({"--repair=yes"})), "--repair: takes no value");
+}
+
+// --nats instead of --brokers: the ids are read from JetStream and the repair published there
+// (run --nats's gap repair); Kafka's settings are refused with it, NATS's need it.
+TEST(ReconcileFlags, NatsInsteadOfBrokers) {
+  const std::vector<std::string> base = {"reconcile", "--pg", "x",      "--column-time", "c",
+                                         "--since",   "1h",   "--nats", "nats://n:4222"};
+  const CommandLine cl = parse_command_line(base);
+  EXPECT_EQ(cl.reconcile.nats.urls, "nats://n:4222");
+  EXPECT_TRUE(cl.reconcile.brokers.empty());
+  const auto plus = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  EXPECT_EQ(error_of(plus({"--brokers", "k:1"})), "--nats: cannot be used with --brokers");
+  EXPECT_EQ(error_of(plus({"-X", "client.id=r"})),
+            "--nats: cannot be used with -X or --kafka-config (Kafka settings)");
+  EXPECT_EQ(error_of(plus({"--nats-tls-cert", "c.pem"})),
+            "--nats-tls-cert: needs --nats-tls-cert and --nats-tls-key together");
+  EXPECT_EQ(error_of({"reconcile", "--pg", "x", "--brokers", "k:1", "--column-time", "c", "--since",
+                      "1h", "--nats-nkey", "seed"}),
+            "--nats-nkey: needs --nats");
 }
 
 TEST(ReconcileFlags, HelpNeedsNothingElse) {

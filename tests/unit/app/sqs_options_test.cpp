@@ -77,8 +77,8 @@ TEST(SqsOptions, AwsSettingsNeedSqsAndUrlsMustBeQueueUrls) {
   EXPECT_EQ(error_of({"--pg", "x", "--sqs", kQueue, "--aws-endpoint", "localhost:4566"}),
             "--aws-endpoint: \"localhost:4566\" is not an http:// or https:// URL");
   EXPECT_EQ(error_of({"--pg", "x", "--sqs", kQueue, "--gap-repair-column", "created_at"}),
-            "--gap-repair-column: needs --brokers (the repair reads Kafka back; SQS cannot be "
-            "read)");
+            "--gap-repair-column: needs --brokers or --nats (the repair reads the broker back; "
+            "SQS cannot be read)");
 }
 
 // setup --sqs / --eventbridge: the queue or bus (and its dead-letter one) that setup checks in the

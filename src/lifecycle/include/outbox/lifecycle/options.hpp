@@ -96,6 +96,12 @@ struct ReconcileOptions {
   std::chrono::milliseconds margin{std::chrono::hours(1)};
   // Longest wait for Kafka without progress (metadata, reading, acknowledgements).
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  // JetStream instead of Kafka when `nats.urls` is set (run --nats's gap repair): the ids are read
+  // from the streams capturing the rows' subjects, from messages stored at or after since -
+  // margin (JetStream's storage time), and the repair is published with the relay's JetStream
+  // publisher (Nats-Msg-Id = the id: one the stream already holds within its duplicate window
+  // is dropped by the server). `brokers` and `properties` are then unused.
+  nats::PublisherConfig nats;
   bool help = false;
 };
 

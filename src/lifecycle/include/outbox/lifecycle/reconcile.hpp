@@ -2,6 +2,8 @@
 // lacks (matched by the "id" header), and with --repair publishes them with the relay's record
 // shape. One-shot and blocking (pg::AdminSession, pg::Cursor, kafka::Consumer, and a
 // kafka::Producer on a private io_context); report on `out`, progress and errors on `err`.
+// With ReconcileOptions::nats (run --nats's gap repair), JetStream instead: nats::StreamClient
+// reads the ids stored on each subject, a nats::Publisher publishes the repair.
 //
 // Memory: the window's ids (EventIdSet: 16 bytes per UUID id, the text for any other id; up to
 // three times that for a moment while the table scan grows its vector), one batch of rows, one

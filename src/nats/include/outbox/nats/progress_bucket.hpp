@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,9 +24,10 @@ class ProgressBucket {
   ProgressBucket& operator=(const ProgressBucket&) = delete;
 
   struct Result {
-    std::optional<std::string> value;  // get(): the key's value; none: no such key
-    std::string error;                 // empty: done
-    bool refused = false;              // the server refused the credentials or the permission
+    std::optional<std::string> value;        // get(): the key's value; none: no such key
+    std::optional<std::int64_t> created_ms;  // get(): when the server stored it (Unix ms)
+    std::string error;                       // empty: done
+    bool refused = false;                    // the server refused the credentials or the permission
   };
   // Connects (again after a failure) and opens the bucket, making it when missing.
   Result open();

@@ -32,12 +32,13 @@ struct ProgressLocation {
 };
 
 struct StoredProgress {
-  std::string key;                         // SYSTEM_ID/SLOT
-  std::optional<pgoutput::Lsn> lsn;        // the last record; none: no record under the key
-  std::optional<std::uint32_t> timeline;   // the timeline it was written on (older: none)
-  std::optional<std::int64_t> written_ms;  // when it was written (Kafka's timestamp, Unix ms)
-  std::string bad;                         // a value under the key that is not a position
-  std::string error;                       // the store could not be read: why
+  std::string key;                        // SYSTEM_ID/SLOT
+  std::optional<pgoutput::Lsn> lsn;       // the last record; none: no record under the key
+  std::optional<std::uint32_t> timeline;  // the timeline it was written on (older: none)
+  // When it was written (Unix ms): Kafka's timestamp, or the time JetStream stored the key's value.
+  std::optional<std::int64_t> written_ms;
+  std::string bad;    // a value under the key that is not a position
+  std::string error;  // the store could not be read: why
 };
 
 // The record's key: the server's system identifier and the slot's name.
