@@ -68,6 +68,24 @@ Flag nats_bucket_flag(std::string& target, std::string help) {
       .defer();
 }
 
+// --progress-table of run, setup, status and prune: [SCHEMA.]TABLE, the schema empty (the outbox
+// table's) when not given.
+Flag progress_table_flag(std::optional<sinks::ProgressTableName>& target, std::string help) {
+  return Flag("--progress-table", "SCHEMA.TABLE", std::move(help),
+              [&target](const std::string& flag, const std::string& value) {
+                const auto dot = value.find('.');
+                sinks::ProgressTableName name;
+                name.schema = dot == std::string::npos ? "" : value.substr(0, dot);
+                name.table = dot == std::string::npos ? value : value.substr(dot + 1);
+                if ((dot != std::string::npos && name.schema.empty()) || name.table.empty() ||
+                    name.table.find('.') != std::string::npos) {
+                  throw flags::malformed(flag, "SCHEMA.TABLE or TABLE", value);
+                }
+                target = std::move(name);
+              })
+      .defer();
+}
+
 // Where prune and status read the relay's progress record.
 Table progress_record_flags(ProgressRecordFlags& o, std::string brokers_help) {
   Table table = {
@@ -91,6 +109,11 @@ Table progress_record_flags(ProgressRecordFlags& o, std::string brokers_help) {
   table.push_back(nats_bucket_flag(o.where.nats_bucket,
                                    "the relay's --nats-progress-bucket (default "
                                    "outbox-relay-progress)"));
+  table.push_back(
+      progress_table_flag(o.where.pg_table,
+                          "PostgreSQL table of the relay's progress record, as `run --sqs` or\n"
+                          "--eventbridge keeps it (instead of --brokers; a TABLE alone is in the\n"
+                          "--table's schema; the relay's default: outbox_relay_progress)"));
   table.push_back(flags::duration("--timeout", o.timeout,
                                   "longest wait for the progress record (default 30s)",
                                   {std::chrono::milliseconds(1), flags::Below::kPositive}));
@@ -364,8 +387,8 @@ Table run_flags(Options& o) {
       flags::text("--eventbridge", "BUS", s.eventbridge.bus,
                   "Amazon EventBridge event bus (a name or an ARN) to publish to instead of\n"
                   "--brokers: Source = the topic template, DetailType = the type, Detail\n"
-                  "= {\"id\", ..., \"payload\"} (docs/aws.md); at least once, no order; no\n"
-                  "progress record (EventBridge cannot be read back)"),
+                  "= {\"id\", ..., \"payload\"} (docs/aws.md); at least once, no order; the\n"
+                  "progress record in --progress-table (EventBridge cannot be read back)"),
       flags::text("--eventbridge-dlq", "BUS", s.eventbridge.dlq_bus,
                   "with --eventbridge and --on-error dlq: the bus of the dead letters\n"
                   "(Source = --dlq-topic; default: the --eventbridge bus)"),
@@ -384,7 +407,8 @@ Table run_flags(Options& o) {
       flags::text("--sqs", "QUEUE_URL", s.sqs.queue_url,
                   "Amazon SQS queue to publish to instead of --brokers (a FIFO queue:\n"
                   "MessageGroupId = the key, MessageDeduplicationId = the event id;\n"
-                  "docs/aws.md); no progress record (SQS cannot be read back)"),
+                  "docs/aws.md); the progress record in --progress-table (SQS cannot be\n"
+                  "read back)"),
       flags::text("--sqs-dlq", "QUEUE_URL", s.sqs.dlq_queue_url,
                   "SQS dead-letter queue for --on-error dlq with --sqs (required then)"),
 
@@ -398,6 +422,12 @@ Table run_flags(Options& o) {
                    "keep-alive connection (default 8)"),
   };
   rest.insert(rest.end(), std::make_move_iterator(sqs.begin()), std::make_move_iterator(sqs.end()));
+  rest.push_back(noting(
+      progress_table_flag(o.progress_table,
+                          "with --sqs or --eventbridge: the PostgreSQL table of the relay's\n"
+                          "progress record, made when missing (default outbox_relay_progress,\n"
+                          "in the --table's schema; docs/aws.md)"),
+      o.progress_table_given));
   // One region and endpoint for whichever AWS sink runs (check_sink() refuses them without one).
   Table aws = {
       {"--aws-region", "REGION",
@@ -503,6 +533,10 @@ Table setup_flags(SetupOptions& o) {
          o.sqs.endpoint_url = v;
          o.eventbridge.endpoint_url = v;
        }},
+      progress_table_flag(o.progress_table,
+                          "create the PostgreSQL table of the relay's progress record that\n"
+                          "`run --sqs` or --eventbridge keeps (a TABLE alone is in the --table's\n"
+                          "schema; the relay's default: outbox_relay_progress; docs/aws.md)"),
       help_flag(o.help),
   };
   table.insert(table.end(), std::make_move_iterator(stream.begin()),

@@ -9,6 +9,7 @@
 #include "outbox/lifecycle/status.hpp"    // human_bytes, lsn_text
 #include "outbox/nats/publisher.hpp"
 #include "outbox/pg/admin.hpp"
+#include "outbox/pg/progress_table.hpp"
 #include "outbox/pg/slot_rules.hpp"
 #include "outbox/relay/relay.hpp"  // exit codes
 
@@ -185,6 +186,24 @@ int run_setup(const SetupOptions& o, std::ostream& out, std::ostream& err) {
           << (writers.empty() ? std::string(" (no --message-writer: only superusers may emit)")
                               : ", granted to " + writers)
           << "\n";
+    }
+
+    if (o.progress_table) {
+      // The table of the relay's progress record with SQS and EventBridge (pg/progress_table.hpp).
+      const std::string schema =
+          o.progress_table->schema.empty() ? o.schema : o.progress_table->schema;
+      const std::string name = common::QualifiedName{schema, o.progress_table->table}.text();
+      if (db.table_exists(schema, o.progress_table->table)) {
+        out << "progress table " << name << ": exists\n";
+      } else if (standby) {
+        return fail(err, "setup", "progress table " + name + " does not exist, and " + on_standby);
+      } else {
+        db.exec(pg::progress_table_sql(db.quote_identifier(schema),
+                                       db.quote_identifier(o.progress_table->table)));
+        out << "progress table " << name
+            << ": created (key text, position text, written_at timestamptz); the relay's role "
+               "needs SELECT, INSERT and UPDATE on it\n";
+      }
     }
 
     // The same steps as the relay's before it streams (pg::SlotBootstrap): the publication, the

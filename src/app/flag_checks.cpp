@@ -223,16 +223,21 @@ void check_run(const Options& o) {
     throw flags::rejected("--transactional-id", "needs --delivery exactly-once");
   }
   flags::check_mapping(m);
+  if (o.progress_table_given && o.sinks.sqs.queue_url.empty() && o.sinks.eventbridge.bus.empty()) {
+    throw flags::rejected("--progress-table",
+                          "needs --sqs or --eventbridge (Kafka and JetStream keep the progress "
+                          "record with the events)");
+  }
   if (!o.gap_repair_column.empty()) {
     if (!o.sinks.eventbridge.bus.empty()) {
       throw flags::rejected("--gap-repair-column",
                             "needs --brokers or --nats (the repair reads the broker back; "
-                            "EventBridge cannot be read)");
+                            "EventBridge cannot be read: a gap stops the relay, exit 4)");
     }
     if (!o.sinks.sqs.queue_url.empty()) {
       throw flags::rejected("--gap-repair-column",
                             "needs --brokers or --nats (the repair reads the broker back; SQS "
-                            "cannot be read)");
+                            "cannot be read: a gap stops the relay, exit 4)");
     }
     if (m.table.empty() || (!m.message_prefix.empty() && !o.table_given)) {
       throw flags::rejected("--gap-repair-column",
@@ -382,6 +387,10 @@ void check_progress_record(const ProgressRecordFlags& o) {
   if (!o.where.brokers.empty() && !o.where.nats.urls.empty()) {
     throw flags::rejected("--nats", "one progress record: --brokers or --nats");
   }
+  if (o.where.pg_table && (!o.where.brokers.empty() || !o.where.nats.urls.empty())) {
+    throw flags::rejected("--progress-table",
+                          "one progress record: --brokers, --nats or --progress-table");
+  }
   flags::check_kafka_properties(o.where.properties, o.unsafe_kafka_config, "-X, --kafka-config");
 }
 
@@ -390,12 +399,15 @@ void check_prune(const PruneOptions& o) {
   if (o.without_progress_record && o.progress.where.given()) {
     throw flags::rejected("--without-progress-record",
                           std::string("it trusts the slot alone, and ") +
-                              (o.progress.where.brokers.empty() ? "--nats" : "--brokers") +
+                              (o.progress.where.pg_table        ? "--progress-table"
+                               : o.progress.where.brokers.empty() ? "--nats"
+                                                                  : "--brokers") +
                               " names a progress record");
   }
   if (!o.without_progress_record && !o.progress.where.given()) {
     throw flags::rejected("--brokers",
-                          "required (or --nats): the relay's progress record shows whether the "
+                          "required (or --nats, or --progress-table with the relay's --sqs or "
+                          "--eventbridge): the relay's progress record shows whether the "
                           "slot is the one the relay delivered through (or "
                           "--without-progress-record to trust the slot alone)");
   }

@@ -29,6 +29,7 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
       flags::check_messages_mapping(m);
     }
   }
+  if (o.progress_table) o.sinks.progress_table = *o.progress_table;
   // The file's properties first: -X overrides them.
   auto& p = o.sinks.kafka.properties;
   p.insert(p.begin(), o.kafka_config.begin(), o.kafka_config.end());

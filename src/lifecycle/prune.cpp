@@ -53,16 +53,17 @@ std::string progress_refusal(const std::string& name,
   if (!record.lsn) {
     return refuse + "no progress record of slot " + name + in +
            ": nothing shows what the relay delivered through this slot (give the relay's "
-           "--checkpoint-topic or --nats-progress-bucket; the relay writes the record as it "
-           "confirms)";
+           "--checkpoint-topic, --nats-progress-bucket or --progress-table; the relay writes the "
+           "record as it confirms)";
   }
   if (slot_confirmed && *slot_confirmed > *record.lsn) {
     return refuse + "slot " + name + " is confirmed through " + slot_confirmed->to_string() +
            ", past the relay's progress record " + record.lsn->to_string() + in +
            ": the slot was made anew or moved by another client, and the events committed "
            "between may never have been delivered; their rows are the only copy. Repair them "
-           "(outbox-relay reconcile --since ... --repair), then start the relay once with "
-           "--accept-slot-loss, which moves the record to the slot";
+           "(outbox-relay reconcile --since ... --repair; with SQS or EventBridge send them "
+           "again: docs/aws.md), then start the relay once with --accept-slot-loss, which moves "
+           "the record to the slot";
   }
   return "";
 }
@@ -110,14 +111,14 @@ int run_prune(const PruneOptions& o, std::ostream& out, std::ostream& err) {
           << " is trusted alone; a slot made anew after a loss would let rows never delivered "
              "be deleted\n";
     } else {
+      const sinks::ProgressLocation where = located(o.progress.where, o.conninfo, o.schema);
       const sinks::StoredProgress record =
-          sinks::read_stored_progress(o.progress.where, db.system_id(), o.slot, o.progress.timeout);
-      if (auto why =
-              progress_refusal(o.slot, slot->confirmed_flush_lsn, record, o.progress.where.where());
+          sinks::read_stored_progress(where, db.system_id(), o.slot, o.progress.timeout);
+      if (auto why = progress_refusal(o.slot, slot->confirmed_flush_lsn, record, where.where());
           !why.empty()) {
         return fail(why);
       }
-      out << "progress record of slot " << o.slot << " (" << o.progress.where.where()
+      out << "progress record of slot " << o.slot << " (" << where.where()
           << "): " << record.lsn->to_string() << ", slot confirmed through "
           << (slot->confirmed_flush_lsn ? slot->confirmed_flush_lsn->to_string() : "-") << "\n";
     }

@@ -317,9 +317,10 @@ int run_status(const StatusOptions& o, std::ostream& out, std::ostream& err) {
     // Read after the slot: a relay confirming meanwhile moves the record first, never the slot.
     std::optional<ProgressView> progress;
     if (o.progress.where.given()) {
-      progress = ProgressView{o.progress.where.where(),
-                              sinks::read_stored_progress(o.progress.where, db.system_id(), o.slot,
-                                                          o.progress.timeout)};
+      const sinks::ProgressLocation where = located(o.progress.where, o.conninfo, o.schema);
+      progress = ProgressView{
+          where.where(),
+          sinks::read_stored_progress(where, db.system_id(), o.slot, o.progress.timeout)};
     }
     const ProgressView* record = progress ? &*progress : nullptr;
     out << (o.json

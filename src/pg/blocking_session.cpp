@@ -1,19 +1,33 @@
 #include "blocking_session.hpp"
 
+#include <vector>
+
 #include "outbox/pg/conninfo.hpp"
 #include "pq_error.hpp"
 
 namespace outbox::pg {
 
-ConnHandle connect_blocking(const std::string& conninfo, const char* application_name) {
+ConnHandle connect_blocking(const std::string& conninfo, const char* application_name,
+                            int connect_timeout_s, bool read_write) {
   // Never hand libpq a conninfo it cannot parse: its message would quote the text.
   if (std::string problem = check_conninfo(conninfo); !problem.empty()) {
     throw Error("connect to PostgreSQL: " + problem, "", true);
   }
-  // expand_dbname: conninfo may be a key=value string or a URI, as for the relay.
-  const char* keys[] = {"dbname", "fallback_application_name", nullptr};
-  const char* values[] = {conninfo.c_str(), application_name, nullptr};
-  ConnHandle conn(PQconnectdbParams(keys, values, 1));
+  // expand_dbname: conninfo may be a key=value string or a URI, as for the relay. The defaults
+  // come first: what the expanded conninfo says overrides them.
+  const std::string timeout = std::to_string(connect_timeout_s);
+  std::vector<const char*> keys, values;
+  if (connect_timeout_s > 0) {
+    keys.push_back("connect_timeout");
+    values.push_back(timeout.c_str());
+  }
+  if (read_write) {
+    keys.push_back("target_session_attrs");
+    values.push_back("read-write");
+  }
+  keys.insert(keys.end(), {"dbname", "fallback_application_name", nullptr});
+  values.insert(values.end(), {conninfo.c_str(), application_name, nullptr});
+  ConnHandle conn(PQconnectdbParams(keys.data(), values.data(), 1));
   if (!conn) throw Error("connect to PostgreSQL: out of memory", "", true);
   if (PQstatus(conn.get()) != CONNECTION_OK) {
     throw Error("connect to PostgreSQL: " + one_line(PQerrorMessage(conn.get())), "", true);

@@ -15,7 +15,11 @@ namespace outbox::pg {
 
 // Connects; `application_name` is libpq's fallback_application_name. Throws Error (retryable)
 // with libpq's message.
-ConnHandle connect_blocking(const std::string& conninfo, const char* application_name);
+// `connect_timeout_s` (when above 0) is libpq's connect_timeout, and `read_write` its
+// target_session_attrs=read-write (a multi-host conninfo reaches the primary), unless the
+// conninfo says otherwise.
+ConnHandle connect_blocking(const std::string& conninfo, const char* application_name,
+                            int connect_timeout_s = 0, bool read_write = false);
 
 // One statement with $1.. text parameters (extended protocol), rows as text. Throws Error
 // "<what>: ..." with the SQLSTATE and the server's message (and its detail and hint when given).

@@ -102,12 +102,7 @@ void ProgressCheck::loss_found(const std::string& event, const std::string& what
         event, config_.slot, quoted(store_->where()), quoted(hooks_.key()), what, from);
     return;
   }
-  throw FatalError({kExitSlotLost, what + ". " + held +
-                                       ". Find and repair those events (outbox-relay reconcile "
-                                       "--since the time of " +
-                                       from +
-                                       " --repair), then start the relay once with "
-                                       "--accept-slot-loss"});
+  throw FatalError({kExitSlotLost, what + ". " + held + ". " + store_->repair_advice(from)});
 }
 
 // The slot is missing and about to be created. The progress record says whether a slot of

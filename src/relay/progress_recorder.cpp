@@ -68,6 +68,14 @@ void ProgressRecorder::write(std::optional<Lsn> lsn) {
   // A report that never came (its producer was replaced): written again.
   if (written_ > acked_ && now - at_ > kProgressLost) written_ = acked_;
   if (target <= written_ || timer_armed_) return;
+  // Only keepalives moved the position since the last record: a store whose writes make WAL the
+  // server then confirms (PostgreSQL's) is written at its idle pace, by the next confirmation
+  // or status update that finds it due.
+  const std::uint64_t delivered = hooks_.delivered ? hooks_.delivered() : 0;
+  if (!lsn && delivered == delivered_written_ && store_->idle_interval() > kProgressInterval &&
+      now - at_ < store_->idle_interval()) {
+    return;
+  }
   if (now - at_ < kProgressInterval) {
     timer_armed_ = true;
     timer_.expires_at(at_ + kProgressInterval);
@@ -85,6 +93,7 @@ void ProgressRecorder::write(std::optional<Lsn> lsn) {
   if (pending_.size() >= kProgressPendingMax) pending_.pop_front();
   pending_.emplace_back(seq, target);
   written_ = target;
+  delivered_written_ = delivered;
 }
 
 void ProgressRecorder::on_written(std::uint64_t seq, const std::string& error) {

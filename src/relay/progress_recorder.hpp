@@ -2,8 +2,9 @@
 // the confirmable position recorded in the sink's ProgressStore at most every kProgressInterval
 // (a timer writes the one due meanwhile), its store made first when missing (tried again every
 // kProgressRetry), each write's outcome matched to its position; the slot is told no more than
-// acked(). Exactly-once records its checkpoint in its transactions instead (Transactions).
-// Private to the relay; the io thread only.
+// acked(). While nothing is delivered, at most every ProgressStore::idle_interval() (no timer:
+// the next confirmation or status update writes it). Exactly-once records its checkpoint in its
+// transactions instead (Transactions). Private to the relay; the io thread only.
 #pragma once
 
 #include <spdlog/logger.h>
@@ -43,6 +44,9 @@ class ProgressRecorder {
     std::function<std::optional<std::uint32_t>()> timeline;  // none while decoding on a standby
     std::function<void()> stored;  // a record was stored: the slot may move
     std::function<void()> made;    // the background making of the store ended
+    // How many transactions were delivered so far: a write with none since the last is an idle
+    // one (ProgressStore::idle_interval()).
+    std::function<std::uint64_t()> delivered;
   };
 
   ProgressRecorder(boost::asio::any_io_executor io, std::string slot,
@@ -90,6 +94,7 @@ class ProgressRecorder {
   Clock::time_point at_;  // the last write (or try)
   std::optional<std::string> error_;
   std::uint64_t seq_ = 0;
+  std::uint64_t delivered_written_ = 0;  // hooks_.delivered() at the last record queued
   std::deque<std::pair<std::uint64_t, Lsn>> pending_;  // records awaiting their outcome
   boost::asio::steady_timer timer_;
   bool timer_armed_ = false;

@@ -100,7 +100,8 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
                change_.notify();
                progress_check_.wake();
              },
-             [this] { change_.notify(); }}),  // the stop sequence waits
+             [this] { change_.notify(); },  // the stop sequence waits
+             [this] { return pipeline_.tracker().confirmed_transactions(); }}),
         pipeline_(config_, *this, metrics_, log_),
         checker_(io.get_executor(), config_, pipeline_, metrics_, log_,
                  {[this] { return conn_ && !leaving(); }, [this] { return leaving(); },

@@ -76,14 +76,14 @@ class NatsSinkFactory : public SinkFactory {
 
 class EventBridgeSinkFactory : public SinkFactory {
  public:
-  explicit EventBridgeSinkFactory(aws::EventBridgeSinkOptions options)
-      : options_(std::move(options)) {}
+  EventBridgeSinkFactory(aws::EventBridgeSinkOptions options, ProgressTableName table)
+      : options_(std::move(options)), table_(std::move(table)) {}
 
-  // No progress store: EventBridge cannot be read back. The slot alone is the relay's memory, as
-  // with exactly-once (the relay records no progress when there is no store).
+  // The progress record in a table of the database itself: EventBridge cannot be read back.
   Parts make(boost::asio::any_io_executor executor, const relay::RelayConfig& config,
-             relay::RecordSink::Handlers handlers, relay::ProgressStore::Written) override {
+             relay::RecordSink::Handlers handlers, relay::ProgressStore::Written written) override {
     Parts parts;
+    parts.progress = pg_progress_store(executor, config, table_, "EventBridge", std::move(written));
     parts.sink =
         std::make_unique<EventBridgePublishers>(executor, config, options_, std::move(handlers));
     return parts;
@@ -94,17 +94,20 @@ class EventBridgeSinkFactory : public SinkFactory {
 
  private:
   aws::EventBridgeSinkOptions options_;
+  ProgressTableName table_;
 };
 
 class SqsSinkFactory : public SinkFactory {
  public:
-  explicit SqsSinkFactory(aws::SqsSinkOptions sqs) : sqs_(std::move(sqs)) {}
+  SqsSinkFactory(aws::SqsSinkOptions sqs, ProgressTableName table)
+      : sqs_(std::move(sqs)), table_(std::move(table)) {}
 
-  // No progress store: SQS cannot be read back, so the slot alone is the relay's memory
-  // (docs/aws.md), as with exactly-once.
+  // The progress record in a table of the database itself: SQS cannot be read back
+  // (docs/aws.md).
   Parts make(boost::asio::any_io_executor executor, const relay::RelayConfig& config,
-             relay::RecordSink::Handlers handlers, relay::ProgressStore::Written) override {
+             relay::RecordSink::Handlers handlers, relay::ProgressStore::Written written) override {
     Parts parts;
+    parts.progress = pg_progress_store(executor, config, table_, "SQS", std::move(written));
     parts.sink = std::make_unique<SqsPublishers>(
         executor, sqs_, config.on_error == relay::OnError::kDlq ? config.dlq_topic : "",
         std::move(handlers));
@@ -116,14 +119,19 @@ class SqsSinkFactory : public SinkFactory {
 
  private:
   aws::SqsSinkOptions sqs_;
+  ProgressTableName table_;
 };
 
 }  // namespace
 
 std::unique_ptr<SinkFactory> make_sink_factory(SinkConfig config) {
-  if (!config.sqs.queue_url.empty()) return std::make_unique<SqsSinkFactory>(std::move(config.sqs));
+  if (!config.sqs.queue_url.empty()) {
+    return std::make_unique<SqsSinkFactory>(std::move(config.sqs),
+                                            std::move(config.progress_table));
+  }
   if (!config.eventbridge.bus.empty()) {
-    return std::make_unique<EventBridgeSinkFactory>(std::move(config.eventbridge));
+    return std::make_unique<EventBridgeSinkFactory>(std::move(config.eventbridge),
+                                                    std::move(config.progress_table));
   }
   if (!config.nats.urls.empty()) {
     return std::make_unique<NatsSinkFactory>(std::move(config.nats),

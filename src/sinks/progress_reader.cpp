@@ -4,10 +4,12 @@
 
 #include "kafka_progress.hpp"
 #include "outbox/nats/progress_bucket.hpp"
+#include "outbox/pg/progress_table.hpp"
 
 namespace outbox::sinks {
 
 std::string ProgressLocation::where() const {
+  if (pg_table) return "PostgreSQL table " + pg_table->schema + "." + pg_table->table;
   return brokers.empty() ? "JetStream key-value bucket " + nats_bucket
                          : "topic " + checkpoint_topic;
 }
@@ -17,7 +19,14 @@ StoredProgress read_stored_progress(const ProgressLocation& where, const std::st
   StoredProgress out;
   out.key = relay::progress_key(system_id, slot);
   relay::ProgressRead read;
-  if (!where.brokers.empty()) {
+  if (where.pg_table) {
+    pg::ProgressTable table(where.pg_conninfo, where.pg_table->schema, where.pg_table->table,
+                            timeout, false);
+    const pg::ProgressTable::Result r = table.get(out.key);
+    read.error = r.error;
+    read.written_ms = r.written_ms;
+    if (r.value) relay::parse_progress_value(*r.value, read);
+  } else if (!where.brokers.empty()) {
     kafka::ConsumerConfig consumer{where.brokers, where.properties};
     read = read_kafka_progress(consumer, where.checkpoint_topic, out.key, timeout);
   } else {

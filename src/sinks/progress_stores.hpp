@@ -1,5 +1,6 @@
-// The two ProgressStores (outbox/relay/progress_store.hpp) of the sinks: Kafka's compacted
-// checkpoint topic, JetStream's key-value bucket. Private to the sinks.
+// The ProgressStores (outbox/relay/progress_store.hpp) of the sinks: Kafka's compacted
+// checkpoint topic, JetStream's key-value bucket, and a table of the database itself for the
+// sinks that cannot be read back (SQS, EventBridge). Private to the sinks.
 #pragma once
 
 // clang-format off
@@ -15,6 +16,7 @@
 #include "outbox/nats/publisher.hpp"
 #include "outbox/relay/progress_store.hpp"
 #include "outbox/relay/relay.hpp"
+#include "outbox/sinks/sinks.hpp"
 
 namespace outbox::sinks {
 
@@ -34,5 +36,14 @@ std::unique_ptr<relay::ProgressStore> nats_progress_store(boost::asio::any_io_ex
                                                           const nats::PublisherConfig& nats,
                                                           const std::string& bucket,
                                                           relay::ProgressStore::Written written);
+
+// SQS and EventBridge: pg::ProgressTable (a table of the database the relay reads) on a worker
+// thread. `table` with an empty schema: the outbox table's. `sink` names the broker in the advice
+// of a loss ("SQS", "EventBridge").
+std::unique_ptr<relay::ProgressStore> pg_progress_store(boost::asio::any_io_executor io,
+                                                        const relay::RelayConfig& config,
+                                                        const ProgressTableName& table,
+                                                        std::string sink,
+                                                        relay::ProgressStore::Written written);
 
 }  // namespace outbox::sinks

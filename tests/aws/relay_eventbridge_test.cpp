@@ -324,5 +324,35 @@ TEST_F(EventBridgeRelay, SetupChecksTheBusAndCreatesNothing) {
   EXPECT_TRUE(pg_->slot_exists(slot_)) << "setup went on to the database";
 }
 
+// The progress record in PostgreSQL with EventBridge (it cannot be read back either): a slot
+// dropped while the relay was down stops the restart (exit 4) naming the table, the position and
+// the way back, and makes no slot; before, a new slot skipped the events committed meanwhile.
+TEST_F(EventBridgeRelay, SlotLossWhileDownExitsFourNamingTheRange) {
+  create_outbox_table();
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 1, 6, false));
+  ASSERT_TRUE(expect_confirmed_reaches(pg_->current_wal_lsn(), 60s))
+      << tail_file(relay.log_path(), 20);
+  expect_graceful_stop(relay);
+  pg_->drop_slot_if_exists(slot_);
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 7, 6, false));
+  RelayProcess& restarted = start_relay();
+  const auto code = restarted.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
+                                << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("replication slot " + slot_ +
+                     " does not exist, but its progress record (PostgreSQL table "
+                     "public.outbox_relay_progress, key "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("EventBridge cannot be read back, so every event committed since"),
+            std::string::npos)
+      << log;
+  EXPECT_FALSE(pg_->slot_exists(slot_)) << "the relay made a new slot";
+}
+
 }  // namespace
 }  // namespace outbox_test::fault

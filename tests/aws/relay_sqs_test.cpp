@@ -20,6 +20,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <map>
+#include <optional>
+#include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -644,6 +647,153 @@ TEST_F(SqsRelayProxy, RefusedCallIsSentAgainEntryByEntry) {
       << tail_file(relay.log_path(), 30);
   EXPECT_TRUE(relay.is_running());
   expect_graceful_stop(relay);
+}
+
+// ---- the progress record in PostgreSQL (SQS cannot be read back) ----------------------------
+
+// The record's position in the default table, for this test's slot (none: no record).
+std::optional<Lsn> recorded(PgClient& pg, const std::string& slot) {
+  const auto v = pg.scalar(
+      "SELECT CASE WHEN to_regclass('public.outbox_relay_progress') IS NULL THEN NULL ELSE "
+      "(SELECT position FROM public.outbox_relay_progress WHERE key = (SELECT "
+      "system_identifier::text FROM pg_control_system()) || '/' || $1) END",
+      {slot});
+  if (!v) return std::nullopt;
+  return parse_lsn(v->substr(0, v->find(' ')));
+}
+
+// A first start (no record anywhere) makes the slot and streams; the record is written to
+// public.outbox_relay_progress as SQS takes the events, the slot never ahead of it; a normal
+// restart compares the slot with it (event=progress_verified) and streams the events committed
+// while it was down, without complaint: every event once, in per-aggregate order.
+TEST_F(SqsRelay, ProgressRecordInPostgresFirstStartThenRestartStreams) {
+  create_outbox_table();
+  status_interval_ = "3s";  // the idle pace below
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 1, 10, false));
+  const Lsn after = pg_->current_wal_lsn();
+  ASSERT_TRUE(expect_confirmed_reaches(after, 30s));
+  std::optional<Lsn> record = recorded(*pg_, slot_);
+  ASSERT_TRUE(record.has_value()) << "no progress record in public.outbox_relay_progress";
+  EXPECT_GE(*record, *pg_->slot_confirmed_flush(slot_)) << "the slot is ahead of its record";
+  // Idle: only keepalives move the position, and each write makes WAL that the next keepalive
+  // confirms. The record follows at the idle pace (a status update, every 3 s here, finds it due),
+  // not every 100 ms, where each write would cause the next (7 writes in these 3 s, measured with
+  // the pacing taken out): sampled for 3 s.
+  std::set<std::string> writes;
+  const auto idle_end = std::chrono::steady_clock::now() + 3s;
+  while (std::chrono::steady_clock::now() < idle_end) {
+    if (auto w = pg_->scalar(
+            "SELECT written_at::text FROM public.outbox_relay_progress WHERE key = (SELECT "
+            "system_identifier::text FROM pg_control_system()) || '/' || $1",
+            {slot_})) {
+      writes.insert(*w);
+    }
+    std::this_thread::sleep_for(20ms);  // sampling a window, not waiting for a condition
+  }
+  figure("idle_record_writes_in_3s", static_cast<std::int64_t>(writes.size()));
+  EXPECT_LE(writes.size(), 3u) << "the record is written faster than the idle pace";
+  expect_graceful_stop(relay);
+  status_interval_ = "1s";
+  record = recorded(*pg_, slot_);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_GE(*record, after);
+  EXPECT_LE(*pg_->slot_confirmed_flush(slot_), *record) << "the stop confirmed past the record";
+
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 11, 10, false));
+  RelayProcess& restarted = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(restarted));
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return read_file(restarted.log_path()).find("event=progress_verified") != std::string::npos;
+      },
+      30s, 50ms))
+      << tail_file(restarted.log_path(), 20);
+  ASSERT_NO_FATAL_FAILURE(expect_every_event_stored_once(60s));
+  EXPECT_TRUE(restarted.is_running());
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_EQ(log.find("event=created_slot"), std::string::npos) << log;
+  EXPECT_EQ(log.find("slot_loss"), std::string::npos) << log;
+  expect_graceful_stop(restarted);
+}
+
+// The slot dropped while the relay (--sqs) was down: before, a new slot started past the events
+// committed meanwhile and they were lost silently. Now the record in PostgreSQL stops the
+// restart (exit 4) naming the range and the recovery, making no slot; status names the loss;
+// prune deletes no row once a slot is made anew. The recovery docs/aws.md gives ("When the slot
+// is lost"): --accept-slot-loss, then the rows since the record's time deleted and inserted anew
+// in one transaction: every event in the queue once (the FIFO queue drops the re-sent ids it
+// holds), each aggregate's in order.
+TEST_F(SqsRelay, SlotLossWhileDownExitsFourNamingTheRange) {
+  create_outbox_table();
+  pg_->exec("ALTER TABLE " + qualified_table() +
+            " ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()");
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 1, 10, false));
+  const Lsn delivered = pg_->current_wal_lsn();
+  ASSERT_TRUE(expect_confirmed_reaches(delivered, 30s));
+  expect_graceful_stop(relay);
+  // The stop may confirm past the last event: the gap starts at the first insert after it.
+  const Lsn gap_from = pg_->current_wal_lsn();
+  pg_->drop_slot_if_exists(slot_);
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 11, 10, false));
+
+  RelayProcess& restarted = start_relay();
+  const auto code = restarted.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
+                                << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("replication slot " + slot_ +
+                     " does not exist, but its progress record (PostgreSQL table "
+                     "public.outbox_relay_progress, key "),
+            std::string::npos)
+      << log;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m,
+                                std::regex("shows that the relay delivered through "
+                                           "([0-9A-F]+/[0-9A-F]+)")))
+      << log;
+  EXPECT_GE(parse_lsn(m[1].str()), delivered) << "the position named is before the delivered";
+  EXPECT_LE(parse_lsn(m[1].str()), gap_from) << "the position named is past the gap's start";
+  EXPECT_NE(
+      log.find("SQS cannot be read back, so every event committed since the time of " + m[1].str()),
+      std::string::npos)
+      << log;
+  EXPECT_FALSE(pg_->slot_exists(slot_)) << "the relay made a new slot";
+
+  const auto run = [&](const std::string& name, std::vector<std::string> args) {
+    args.insert(args.end(), {"--pg", conninfo_, "--slot", slot_, "--table", qualified_table(),
+                             "--progress-table", "outbox_relay_progress"});
+    return run_to_end(relay_bin_, args, log_path(name + "_out"), log_path(name + "_err"), 60s);
+  };
+  const CommandResult st = run("status", {"status"});
+  EXPECT_EQ(st.exit_code, 1) << st.out << st.err;
+  EXPECT_NE(st.out.find("slot missing, and the relay's progress record (PostgreSQL table "
+                        "public.outbox_relay_progress, key "),
+            std::string::npos)
+      << st.out;
+  pg_->query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot_});
+  const CommandResult pr = run("prune", {"prune", "--older-than", "1ms"});
+  EXPECT_EQ(pr.exit_code, 1) << pr.out << pr.err;
+  EXPECT_NE(pr.err.find("past the relay's progress record"), std::string::npos) << pr.err;
+  EXPECT_EQ(*pg_->scalar("SELECT count(*) FROM " + qualified_table()), "20");
+  pg_->drop_slot_if_exists(slot_);
+
+  RelayProcess& accepted = start_relay({"--accept-slot-loss"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(accepted));
+  EXPECT_NE(read_file(accepted.log_path()).find("event=slot_loss_accepted"), std::string::npos)
+      << tail_file(accepted.log_path(), 20);
+  pg_->exec("WITH gap AS (DELETE FROM " + qualified_table() +
+            " WHERE created_at >= (SELECT written_at - interval '1 minute' FROM "
+            "public.outbox_relay_progress WHERE key = (SELECT system_identifier::text FROM "
+            "pg_control_system()) || '/' || '" +
+            slot_ + "') RETURNING *) INSERT INTO " + qualified_table() +
+            " SELECT * FROM gap ORDER BY created_at, seq");
+  ASSERT_NO_FATAL_FAILURE(expect_every_event_stored_once(60s));
+  expect_graceful_stop(accepted);
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ TEST(EventBridgeOptions, OneSinkAndNoTransactions) {
       {{"--nats", "nats://a:4222"}, "--eventbridge: cannot be used with --nats (one sink)"},
       {{"--gap-repair-column", "created_at"},
        "--gap-repair-column: needs --brokers or --nats (the repair reads the broker back; "
-       "EventBridge cannot be read)"},
+       "EventBridge cannot be read: a gap stops the relay, exit 4)"},
   };
   for (const auto& [extra, error] : cases) {
     auto args = base;

@@ -228,8 +228,9 @@ TEST(CommandLine, Prune) {
   EXPECT_EQ(error_of({"prune", "--older-than", "1d"}), "--pg: required (a libpq conninfo or URI)");
   // The progress record is required: the slot alone may be a slot made anew after a loss.
   EXPECT_EQ(error_of({"prune", "--pg", "x", "--older-than", "1d"}),
-            "--brokers: required (or --nats): the relay's progress record shows whether the "
-            "slot is the one the relay delivered through (or --without-progress-record to "
+            "--brokers: required (or --nats, or --progress-table with the relay's --sqs or "
+            "--eventbridge): the relay's progress record shows whether the slot is the one the "
+            "relay delivered through (or --without-progress-record to "
             "trust the slot alone)");
   EXPECT_TRUE(
       parse_command_line({"prune", "--pg", "x", "--older-than", "1d", "--without-progress-record"})

@@ -78,7 +78,34 @@ TEST(SqsOptions, AwsSettingsNeedSqsAndUrlsMustBeQueueUrls) {
             "--aws-endpoint: \"localhost:4566\" is not an http:// or https:// URL");
   EXPECT_EQ(error_of({"--pg", "x", "--sqs", kQueue, "--gap-repair-column", "created_at"}),
             "--gap-repair-column: needs --brokers or --nats (the repair reads the broker back; "
-            "SQS cannot be read)");
+            "SQS cannot be read: a gap stops the relay, exit 4)");
+}
+
+// --progress-table: where the progress record lives with --sqs and --eventbridge (a table of the
+// database; TABLE alone: in the outbox table's schema, resolved when the sink is made).
+TEST(SqsOptions, ProgressTable) {
+  Options o = parse_options({"--pg", "x", "--sqs", kQueue});
+  EXPECT_EQ(o.sinks.progress_table.schema, "");
+  EXPECT_EQ(o.sinks.progress_table.table, "outbox_relay_progress");
+  o = parse_options({"--pg", "x", "--sqs", kQueue, "--progress-table", "relay.progress"});
+  EXPECT_EQ(o.sinks.progress_table.schema, "relay");
+  EXPECT_EQ(o.sinks.progress_table.table, "progress");
+  o = parse_options({"--pg", "x", "--sqs", kQueue, "--progress-table", "progress"});
+  EXPECT_EQ(o.sinks.progress_table.schema, "");
+  EXPECT_EQ(o.sinks.progress_table.table, "progress");
+  EXPECT_EQ(error_of({"--pg", "x", "--sqs", kQueue, "--progress-table", "a.b.c"}),
+            "--progress-table: expected SCHEMA.TABLE or TABLE, got 'a.b.c'");
+  EXPECT_EQ(error_of({"--pg", "x", "--brokers", "k:1", "--progress-table", "p"}),
+            "--progress-table: needs --sqs or --eventbridge (Kafka and JetStream keep the "
+            "progress record with the events)");
+  // prune and status read it there.
+  const auto prune = parse_command_line(
+      {"prune", "--pg", "x", "--older-than", "1d", "--progress-table", "public.p"});
+  ASSERT_TRUE(prune.prune.progress.where.pg_table.has_value());
+  EXPECT_EQ(prune.prune.progress.where.pg_table->schema, "public");
+  EXPECT_EQ(error_of({"prune", "--pg", "x", "--older-than", "1d", "--progress-table", "p",
+                      "--brokers", "k:1"}),
+            "--progress-table: one progress record: --brokers, --nats or --progress-table");
 }
 
 // setup --sqs / --eventbridge: the queue or bus (and its dead-letter one) that setup checks in the

@@ -79,6 +79,10 @@ struct Options {
   // the repair looks (transactions that ran that long, clocks that far apart).
   std::string gap_repair_column;
   std::chrono::milliseconds gap_repair_margin{std::chrono::hours(1)};
+  // --progress-table (with --sqs or --eventbridge): parse_options() moves it into
+  // sinks.progress_table.
+  std::optional<sinks::ProgressTableName> progress_table;
+  bool progress_table_given = false;
   bool help = false;
   bool version = false;
 };
@@ -113,6 +117,9 @@ struct SetupOptions {
   // nothing is created there.
   aws::SqsSinkOptions sqs;
   aws::EventBridgeSinkOptions eventbridge;
+  // --progress-table: the table of the relay's progress record with SQS and EventBridge, made
+  // when missing (an empty schema: the outbox table's).
+  std::optional<sinks::ProgressTableName> progress_table;
   bool help = false;
 };
 

@@ -25,6 +25,17 @@ struct ProgressRecordFlags {
   std::chrono::milliseconds timeout{std::chrono::seconds(30)};  // reading the record
 };
 
+// `where` with the command's connection, and the outbox table's schema when --progress-table
+// named none.
+inline sinks::ProgressLocation located(sinks::ProgressLocation where, const std::string& conninfo,
+                                       const std::string& outbox_schema) {
+  if (where.pg_table) {
+    where.pg_conninfo = conninfo;
+    if (where.pg_table->schema.empty()) where.pg_table->schema = outbox_schema;
+  }
+  return where;
+}
+
 // Flags of `outbox-relay status`.
 struct StatusOptions {
   std::string conninfo;

@@ -28,8 +28,8 @@ namespace outbox::relay {
 class SinkFactory {
  public:
   struct Parts {
-    // Null when the broker cannot be read back (SQS, EventBridge): the relay then records no
-    // progress and trusts the slot alone, as with exactly-once.
+    // Null: the relay records no progress and trusts the slot alone (a sink whose broker cannot
+    // be read back keeps its record elsewhere: SQS and EventBridge in the database itself).
     std::unique_ptr<ProgressStore> progress;
     std::unique_ptr<RecordSink> sink;  // never null
   };

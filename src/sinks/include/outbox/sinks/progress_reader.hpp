@@ -1,7 +1,8 @@
 // The relay's progress record read from outside the relay (`prune`): the last position the relay
-// confirmed for a database system and slot, from the compacted checkpoint topic (Kafka) or the
-// key-value bucket (JetStream), as the relay writes it (docs/failures.md). Blocking, for one-shot
-// commands; never on the relay's io thread. Thread-safety: free functions, no shared state.
+// confirmed for a database system and slot, from the compacted checkpoint topic (Kafka), the
+// key-value bucket (JetStream) or the PostgreSQL table (SQS, EventBridge), as the relay writes it
+// (docs/failures.md). Blocking, for one-shot commands; never on the relay's io thread.
+// Thread-safety: free functions, no shared state.
 #pragma once
 
 #include <chrono>
@@ -14,20 +15,25 @@
 #include "outbox/nats/publisher.hpp"
 #include "outbox/pgoutput/lsn.hpp"
 #include "outbox/relay/progress_record.hpp"
+#include "outbox/sinks/sinks.hpp"
 
 namespace outbox::sinks {
 
-// Where the relay keeps its record: Kafka (`brokers` non-empty) or JetStream (`nats.urls`
-// non-empty), with the relay's names (--checkpoint-topic, --nats-progress-bucket).
+// Where the relay keeps its record: Kafka (`brokers` non-empty), JetStream (`nats.urls`
+// non-empty) or, with SQS and EventBridge, a PostgreSQL table of the database (`pg_table`, read
+// over `pg_conninfo`), with the relay's names (--checkpoint-topic, --nats-progress-bucket,
+// --progress-table).
 struct ProgressLocation {
   std::string brokers;
   std::vector<std::pair<std::string, std::string>> properties;  // librdkafka's
   std::string checkpoint_topic = "outbox-relay.checkpoints";
   nats::PublisherConfig nats;
   std::string nats_bucket = "outbox-relay-progress";
+  std::optional<ProgressTableName> pg_table;  // its schema filled (the outbox table's)
+  std::string pg_conninfo;                    // the command's --pg
 
-  bool given() const { return !brokers.empty() || !nats.urls.empty(); }
-  // "topic T" or "JetStream key-value bucket B".
+  bool given() const { return !brokers.empty() || !nats.urls.empty() || pg_table.has_value(); }
+  // "topic T", "JetStream key-value bucket B" or "PostgreSQL table S.T".
   std::string where() const;
 };
 

@@ -2,9 +2,10 @@
 // the flags) and the relay::SinkFactory (outbox/relay/sink_factory.hpp) that builds the chosen
 // one's parts for the relay: Kafka (KafkaProducers, the checkpoint topic's progress store, and
 // exactly-once's KafkaTransactions), NATS JetStream (NatsPublishers, the key-value bucket's
-// progress store), Amazon SQS (SqsPublishers, no progress store) or Amazon EventBridge
-// (EventBridgePublishers, no progress store). A new sink adds its settings here, its parts in a
-// file of this directory and a branch in make_sink_factory(); nothing in src/relay changes.
+// progress store), Amazon SQS (SqsPublishers) or Amazon EventBridge (EventBridgePublishers),
+// both with the progress record in a table of the database itself (they cannot be read back). A new
+// sink adds its settings here, its parts in a file of this directory and a branch in
+// make_sink_factory(); nothing in src/relay changes.
 #pragma once
 
 #include <memory>
@@ -18,6 +19,13 @@
 
 namespace outbox::sinks {
 
+// The PostgreSQL table of the relay's progress record with SQS and EventBridge
+// (pg/progress_table.hpp; --progress-table). An empty schema: the outbox table's.
+struct ProgressTableName {
+  std::string schema;
+  std::string table = "outbox_relay_progress";
+};
+
 struct SinkConfig {
   // Kafka (--brokers, -X, --kafka-config, --transactional-id): the default sink. With
   // exactly-once the transactional.id is kafka.transactional_id, "outbox-relay." + slot when
@@ -29,14 +37,17 @@ struct SinkConfig {
   // With --nats: the JetStream key-value bucket of the relay's progress records (made when
   // missing; what RelayConfig::checkpoint_topic is with Kafka).
   std::string nats_progress_bucket = "outbox-relay-progress";
-  // Amazon EventBridge (--eventbridge): bus non-empty means publish there instead of Kafka. No
-  // progress record (EventBridge cannot be read back: docs/aws.md). The region,
+  // Amazon EventBridge (--eventbridge): bus non-empty means publish there instead of Kafka. The
+  // progress record in `progress_table` (EventBridge cannot be read back: docs/aws.md). The region,
   // endpoint and credentials are resolved from these and the environment when the sink is made.
   aws::EventBridgeSinkOptions eventbridge;
-  // Amazon SQS (--sqs): queue_url non-empty means publish there instead of Kafka. No progress
-  // record (SQS cannot be read back: docs/aws.md). Region, endpoint and credentials are
-  // resolved from these and the environment when the sink is made.
+  // Amazon SQS (--sqs): queue_url non-empty means publish there instead of Kafka. The progress
+  // record in `progress_table` (SQS cannot be read back: docs/aws.md). Region, endpoint and
+  // credentials are resolved from these and the environment when the sink is made.
   aws::SqsSinkOptions sqs;
+  // With --sqs or --eventbridge: where the progress record lives, a table of the database the
+  // relay reads (they cannot be read back).
+  ProgressTableName progress_table;
 };
 
 // The factory of the sink `config` chooses. Makes nothing until the Relay asks (its
