@@ -25,6 +25,7 @@
 #include "outbox/relay/progress_store.hpp"
 #include "outbox/relay/record_sink.hpp"
 #include "outbox/relay/run_machine.hpp"
+#include "outbox/relay/session_rules.hpp"
 #include "outbox/relay/sink_factory.hpp"
 #include "outbox/relay/status_reporter.hpp"
 #include "outbox/relay/transactions.hpp"
@@ -33,6 +34,7 @@
 #include "progress_recorder.hpp"
 #include "publication_checker.hpp"
 #include "server_history.hpp"
+#include "sink_reports.hpp"
 #include "slot_setup.hpp"
 #include "stop_sequence.hpp"
 #include "stream_loop.hpp"
@@ -72,7 +74,7 @@ RelayConfig bounded(RelayConfig config, const SinkFactory& sinks) {
   return config;
 }
 
-class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
+class Relay::Impl : private Transactions::Host {
  public:
   Impl(asio::io_context& io, RelayConfig config, std::unique_ptr<SinkFactory> sinks)
       : io_(io),
@@ -88,7 +90,6 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
             },
             [this](const StatusReporter::Positions& p) { return send_status(p); }),
         backoff_timer_(io),
-        delivery_watch_(io),
         rng_(std::random_device{}()),
         recorder_(
             io.get_executor(), config_.slot, log_,
@@ -102,7 +103,12 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
              },
              [this] { change_.notify(); },  // the stop sequence waits
              [this] { return pipeline_.tracker().confirmed_transactions(); }}),
-        pipeline_(config_, *this, metrics_, log_),
+        reports_(io.get_executor(), config_, pipeline_, run_, change_,
+                 {[this](Fatal f) { fail(std::move(f)); },
+                  [this](Fatal f) { fail_refused(std::move(f)); }, [this] { return leaving(); },
+                  [this] { return conn_ != nullptr; }, [this] { confirm_soon(); },
+                  [this] { wake_all(); }}),
+        pipeline_(config_, reports_, metrics_, log_),
         checker_(io.get_executor(), config_, pipeline_, metrics_, log_,
                  {[this] { return conn_ && !leaving(); }, [this] { return leaving(); },
                   [this] { wake_stream(); }, [this] { confirm_soon(); }}),
@@ -125,6 +131,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
         throw std::logic_error("--delivery exactly-once needs a broker with transactions");
       }
     }
+    reports_.attach(transactions_.get());
     stream_.attach(transactions_.get());
     stop_.attach(producers_.get(), transactions_.get());
   }
@@ -175,7 +182,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
         fail({kExitError, std::string("unexpected error: ") + e.what()});
       }
       status_.stop();
-      delivery_watch_.cancel();
+      reports_.cancel();
       checker_.cancel_timer();
       if (exactly_once() && transactions_->phase() == TxnPhase::kOpen && !run_.ending() &&
           !pipeline_.rewinding()) {
@@ -188,7 +195,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
       if (run_.ending()) break;
       bool rewind_without_progress = false;
       if (pipeline_.rewinding()) {
-        rewind();
+        reports_.rewind();
         reason = "rewinding after the producer stopped";
         // Rewinds that make no progress back off like failed connections.
         rewind_without_progress = confirm_lsn() <= last_rewind_at_;
@@ -264,18 +271,16 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
  private:
   // The sink and its progress store, from the factory the relay was given.
   void make_sink() {
-    RecordSink::Handlers handlers{[this](const sink::Delivery& d) { on_delivery(d); },
-                                  [this](const std::string& m) { on_producer_fatal(m); },
-                                  [this](const std::string& m) { on_sink_refused(m); }};
     ProgressStore::Written written = [this](std::uint64_t seq, const std::string& error) {
       recorder_.on_written(seq, error);
     };
     SinkFactory::Parts parts =
-        sinks_->make(io_.get_executor(), config_, std::move(handlers), std::move(written));
+        sinks_->make(io_.get_executor(), config_, reports_.handlers(), std::move(written));
     progress_ = std::move(parts.progress);
     recorder_.attach(progress_.get());
     progress_check_.attach(progress_.get());
     producers_ = std::move(parts.sink);
+    reports_.attach(producers_.get(), progress_.get());
   }
 
   std::chrono::milliseconds backoff(int attempt) override {
@@ -324,7 +329,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
     change_.cancel();
     stream_.cancel();
     backoff_timer_.cancel();
-    delivery_watch_.cancel();
+    reports_.cancel();
     progress_check_.wake();
   }
 
@@ -370,7 +375,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
     if (leaving()) co_return;
     pipeline_.resume(history_continues);
     const Lsn acked = pipeline_.acknowledged();
-    const Lsn start = history_continues && acked <= sys.xlogpos ? acked : Lsn{};
+    const Lsn start = stream_start(history_continues, acked, sys.xlogpos);
     const std::string command = pg::start_replication_command(
         config_.slot, config_.publication, start,
         [&](const std::string& v) { return conn_->quote_literal(v); },
@@ -383,7 +388,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
     if (run_.phase() == RunPhase::kConnecting) run_.to(RunPhase::kStreaming);
     // Status updates from now on, also while Kafka is waited for below.
     status_.start();
-    watch_deliveries();
+    reports_.watch_deliveries();
     // A slot that existed is compared with the progress record (ProgressCheck).
     co_await progress_check_.start_session(found_slot, sys);
     // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
@@ -443,7 +448,7 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
     set_state(State::kConnecting, reason);
   }
   void committed() override { confirm_soon(); }
-  void aborted() override { after_delivery(); }
+  void aborted() override { reports_.after_delivery(); }
 
   // Waits (at most kSettleTimeout) until Kafka acknowledged every record in flight, so that the
   // transactions they belong to are not sent again after a reconnect.
@@ -463,109 +468,6 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   // progress, not past the last record stored nor, until the comparison with the record passed,
   // where the session found the slot (ProgressCheck::bound()).
   Lsn slot_confirm_lsn() const { return progress_check_.bound(confirm_lsn()); }
-
-  // After each delivery report: a failure may end the relay or the session; a waiting reader
-  // may go on.
-  void after_delivery() {
-    confirm_soon();
-    if (pipeline_.fatal() && !run_.failed()) fail(*pipeline_.fatal());
-    // Once per rewind (RunMachine::answer_rewind()): the stop sequence's own waits must not be
-    // cut short again.
-    if (pipeline_.rewinding() && run_.answer_rewind()) {
-      // A sink that goes on (a delivery timed out; not a refused batch, which stops it) would
-      // send the records queued behind the failed one when the broker answers again, ahead of
-      // it. Exactly-once aborts the Kafka transaction instead: nothing of it becomes visible.
-      if (!exactly_once() && !producers_->stopped()) producers_->halt();
-      wake_all();
-    }
-    if (change_.waiting() &&
-        ((transactions_ && transactions_->committing()) || !pipeline_.paused() || leaving() ||
-         pipeline_.below_low_watermark())) {
-      change_.notify();
-    }
-  }
-
-  // Pipeline::Sink over the broker's RecordSink.
-  sink::ProduceResult produce(const sink::Record& record, std::uint64_t opaque,
-                              Pipeline::Route route) override {
-    if (exactly_once()) transactions_->before_record();
-    if (producers_->queued() == 0) last_report_ = Clock::now();  // the deadline starts now
-    // Exactly-once: every record goes in the transaction (nothing else is in flight anyway).
-    return producers_->produce(record, opaque, route == Pipeline::Route::kAlone);
-  }
-  bool stopped() const override { return producers_->stopped(); }
-
-  // Every delivery report, of any producer: a checkpoint record's is the commit's
-  // (Transactions::take); the others are the Pipeline's.
-  void on_delivery(const sink::Delivery& d) {
-    // A progress record's report is not the events' (its own producer): counted, a progress
-    // record timing out every message.timeout.ms kept the events' deadline from ever passing
-    // while the broker was frozen (no rewind, the events waited for the thaw).
-    if (progress_ && progress_->take(d)) return;
-    last_report_ = Clock::now();
-    if (!(transactions_ && transactions_->take(d))) pipeline_.on_delivery(d);
-    after_delivery();
-  }
-
-  // A fatal producer error (a refused batch under the gapless guarantee, an idempotent sequence
-  // lost after a broker restart): what was not acknowledged is sent again from the confirmed
-  // position by a new producer; nothing is lost, nothing passes an earlier record.
-  void on_producer_fatal(const std::string& message) {
-    if (transactions_ && transactions_->fenced()) {
-      transactions_->on_fenced(message);
-      return;
-    }
-    if (run_.stop_requested()) {
-      fail({kExitError, producers_->client() + " fatal error while stopping: " + message});
-      return;
-    }
-    if (exactly_once()) {
-      pipeline_.abort_kafka_transaction(producers_->client() + " fatal error: " + message);
-    } else {
-      pipeline_.begin_rewind(message);
-    }
-    after_delivery();
-  }
-
-  // A broker refused the relay's credentials or certificate. librdkafka would reconnect and be
-  // refused for ever while the relay held the slot, looked alive and delivered nothing, and a
-  // standby with good credentials could not take over. Credentials are read at start, so only a
-  // restart (by the supervisor, exit code 1) picks up a fixed --kafka-config or certificate.
-  void on_sink_refused(const std::string& what) {
-    if (run_.failed()) return;
-    fail_refused({kExitError, what + "; " + producers_->refusal_advice() + "; slot " +
-                                  config_.slot + " is not confirmed past " +
-                                  confirm_lsn().to_string()});
-  }
-
-  void rewind() {
-    producers_->renew();  // reports still due are dropped: those records are sent again
-    if (transactions_) transactions_->producers_renewed();
-    pipeline_.rewound();
-  }
-
-  // -X message.timeout.ms, at-least-once: the relay's deadline, not librdkafka's (which fails the
-  // oldest queued records while later ones of their partition still go: out of order). Records
-  // in flight and no report for that long: the broker did not answer; the producers are halted
-  // (every queued record fails at once) and the relay rewinds.
-  void watch_deliveries() {
-    const std::optional<std::chrono::milliseconds> timeout = producers_->delivery_timeout();
-    if (!timeout) return;
-    delivery_watch_.expires_after(std::min<std::chrono::milliseconds>(
-        std::chrono::seconds(1),
-        std::max<std::chrono::milliseconds>(*timeout / 5, std::chrono::milliseconds(10))));
-    delivery_watch_.async_wait([this, timeout](const boost::system::error_code& ec) {
-      if (ec || !conn_ || leaving()) return;
-      if (producers_->queued() > 0 && Clock::now() - last_report_ >= *timeout) {
-        pipeline_.begin_rewind("no delivery report within message.timeout.ms (" +
-                               std::to_string(timeout->count()) +
-                               " ms): the broker did not answer");
-        after_delivery();
-        return;
-      }
-      watch_deliveries();
-    });
-  }
 
   // A status update soon when the confirmable position passed what the slot was last told
   // (StatusReporter); a check soon when the acknowledged prefix passed the verified position.
@@ -610,8 +512,6 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   ChangeWait change_;
   StatusReporter status_;
   asio::steady_timer backoff_timer_;
-  asio::steady_timer delivery_watch_;  // watch_deliveries()
-  Clock::time_point last_report_;      // the last delivery report, or the first record since
   std::mt19937_64 rng_;
   // The life-cycle: connecting, streaming, rewinding, stopping, failed (run_machine.hpp).
   RunMachine run_;
@@ -623,7 +523,9 @@ class Relay::Impl : private Pipeline::Sink, private Transactions::Host {
   ProgressRecorder recorder_;
   Lsn last_rewind_at_;  // confirmed position at the last rewind
   Metrics metrics_;
-  Pipeline pipeline_;           // it refers to config_, metrics_ and the producers (as its Sink)
+  // The Pipeline's sink over the broker's, and the broker's reports answered (sink_reports.hpp).
+  SinkReports reports_;
+  Pipeline pipeline_;           // it refers to config_, metrics_ and reports_ (as its Sink)
   PublicationChecker checker_;  // it refers to the pipeline
   // The slot compared with the progress record at every start and reconnect.
   ProgressCheck progress_check_;

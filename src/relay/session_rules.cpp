@@ -36,4 +36,32 @@ bool progress_flush_wanted(bool records_progress, bool broker_refused, bool endi
   return records_progress && !broker_refused && ending && target > record_acked;
 }
 
+pgoutput::Lsn stream_start(bool history_continues, pgoutput::Lsn acknowledged,
+                           pgoutput::Lsn server_wal_end) {
+  return history_continues && acknowledged <= server_wal_end ? acknowledged : pgoutput::Lsn{};
+}
+
+SinkStop answer_sink_stop(bool fenced, bool stop_requested, bool exactly_once) {
+  if (fenced) return SinkStop::kFenced;
+  if (stop_requested) return SinkStop::kFail;
+  return exactly_once ? SinkStop::kAbortTransaction : SinkStop::kRewind;
+}
+
+bool halt_on_rewind(bool exactly_once, bool sink_stopped) { return !exactly_once && !sink_stopped; }
+
+bool reader_goes_on(bool committing, bool paused, bool leaving, bool below_low_watermark) {
+  return committing || !paused || leaving || below_low_watermark;
+}
+
+std::chrono::milliseconds delivery_watch_period(std::chrono::milliseconds timeout) {
+  return std::min<std::chrono::milliseconds>(
+      std::chrono::seconds(1),
+      std::max<std::chrono::milliseconds>(timeout / 5, std::chrono::milliseconds(10)));
+}
+
+bool deliveries_overdue(std::size_t queued, std::chrono::steady_clock::duration since_last_report,
+                        std::chrono::milliseconds timeout) {
+  return queued > 0 && since_last_report >= timeout;
+}
+
 }  // namespace outbox::relay

@@ -1,6 +1,6 @@
 // The session's decisions without I/O (session_rules.hpp): the slot against the progress record
-// at a start or reconnect, how far the slot may be told before and after that comparison, and
-// the stop sequence's choices.
+// at a start or reconnect, how far the slot may be told before and after that comparison, the
+// stop sequence's choices, and the answers to the sink's reports.
 #include "outbox/relay/session_rules.hpp"
 
 #include <gtest/gtest.h>
@@ -8,13 +8,20 @@
 namespace {
 
 using outbox::pgoutput::Lsn;
+using outbox::relay::answer_sink_stop;
 using outbox::relay::compare_with_record;
+using outbox::relay::deliveries_overdue;
+using outbox::relay::delivery_watch_period;
 using outbox::relay::final_check_wanted;
+using outbox::relay::halt_on_rewind;
 using outbox::relay::progress_flush_wanted;
+using outbox::relay::reader_goes_on;
 using outbox::relay::RecordFacts;
 using outbox::relay::RecordVerdict;
+using outbox::relay::SinkStop;
 using outbox::relay::slot_confirm_bound;
 using outbox::relay::SlotBound;
+using outbox::relay::stream_start;
 using outbox::relay::transaction_at_end;
 using outbox::relay::TxnAtEnd;
 using outbox::relay::TxnEnd;
@@ -108,6 +115,59 @@ TEST(SessionRules, TheProgressIsFlushedAtTheRelaysEndWhenBehind) {
   EXPECT_FALSE(progress_flush_wanted(true, true, true, at(200), at(100)));    // broker refused
   EXPECT_FALSE(progress_flush_wanted(true, false, false, at(200), at(100)));  // a rewind's session
   EXPECT_FALSE(progress_flush_wanted(true, false, true, at(100), at(100)));   // recorded already
+}
+
+TEST(SessionRules, TheStreamStartsAtTheAcknowledgedPrefixWhenTheServerHasIt) {
+  EXPECT_EQ(stream_start(true, at(300), at(500)), at(300));
+  EXPECT_EQ(stream_start(true, at(500), at(500)), at(500));  // at the WAL's end
+  // Past the server's WAL end (a restore) or the history broken (ghosts): the slot's own.
+  EXPECT_EQ(stream_start(true, at(501), at(500)), Lsn{});
+  EXPECT_EQ(stream_start(false, at(300), at(500)), Lsn{});
+}
+
+// ---- the sink's reports ----
+
+TEST(SessionRules, AStoppedSinkIsAnsweredByItsCause) {
+  // A fence wins over everything: the successor holds the transactional.id.
+  EXPECT_EQ(answer_sink_stop(true, true, true), SinkStop::kFenced);
+  EXPECT_EQ(answer_sink_stop(true, false, true), SinkStop::kFenced);
+  // While stopping nothing is rewound any more: exit 1, in both modes.
+  EXPECT_EQ(answer_sink_stop(false, true, false), SinkStop::kFail);
+  EXPECT_EQ(answer_sink_stop(false, true, true), SinkStop::kFail);
+  EXPECT_EQ(answer_sink_stop(false, false, true), SinkStop::kAbortTransaction);
+  EXPECT_EQ(answer_sink_stop(false, false, false), SinkStop::kRewind);
+}
+
+TEST(SessionRules, ARewindHaltsOnlyASinkThatGoesOnAtLeastOnce) {
+  EXPECT_TRUE(halt_on_rewind(false, false));  // a delivery timed out: the sink still sends
+  EXPECT_FALSE(halt_on_rewind(false, true));  // a refused batch stopped it already
+  EXPECT_FALSE(halt_on_rewind(true, false));  // exactly-once aborts its transaction instead
+  EXPECT_FALSE(halt_on_rewind(true, true));
+}
+
+TEST(SessionRules, AReaderWaitingForDeliveriesGoesOnForAnyOfItsReasons) {
+  EXPECT_FALSE(reader_goes_on(false, true, false, false));  // paused, above the low watermark
+  EXPECT_TRUE(reader_goes_on(true, true, false, false));    // a commit is under way
+  EXPECT_TRUE(reader_goes_on(false, false, false, false));  // not paused (a record sent alone)
+  EXPECT_TRUE(reader_goes_on(false, true, true, false));    // the session ends
+  EXPECT_TRUE(reader_goes_on(false, true, false, true));    // below the low watermark
+}
+
+TEST(SessionRules, TheDeliveryDeadlineIsLookedAtAFifthOfItBetween10MsAnd1s) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(delivery_watch_period(milliseconds(5000)), milliseconds(1000));
+  EXPECT_EQ(delivery_watch_period(milliseconds(60'000)), milliseconds(1000));
+  EXPECT_EQ(delivery_watch_period(milliseconds(1000)), milliseconds(200));
+  EXPECT_EQ(delivery_watch_period(milliseconds(20)), milliseconds(10));
+  EXPECT_EQ(delivery_watch_period(milliseconds(0)), milliseconds(10));
+}
+
+TEST(SessionRules, DeliveriesAreOverdueWithRecordsQueuedAndNoReportForTheTimeout) {
+  using std::chrono::milliseconds;
+  EXPECT_TRUE(deliveries_overdue(3, milliseconds(5000), milliseconds(5000)));
+  EXPECT_TRUE(deliveries_overdue(1, milliseconds(9000), milliseconds(5000)));
+  EXPECT_FALSE(deliveries_overdue(3, milliseconds(4999), milliseconds(5000)));
+  EXPECT_FALSE(deliveries_overdue(0, milliseconds(9000), milliseconds(5000)));  // nothing queued
 }
 
 }  // namespace

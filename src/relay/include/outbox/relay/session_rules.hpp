@@ -1,10 +1,12 @@
 // The decisions of the relay's session that need no I/O, as pure functions of what the session
 // knows (DESIGN.md "The one rule"): the comparison of an existing slot with the progress record
 // (progress_check.hpp runs it at every start and reconnect), how far the slot may be told while
-// the relay records its progress, and the stop sequence's choices (stop_sequence.hpp).
+// the relay records its progress, the stop sequence's choices (stop_sequence.hpp), where a
+// session's stream starts (session.hpp) and the answers to the sink's reports (sink_reports.hpp).
 // Standard library and LSNs only: unit-tested in tests/unit/relay/session_rules_test.cpp.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -75,5 +77,42 @@ bool final_check_wanted(bool stopping, bool poison, bool rewinding, bool waiting
 // position is recorded before the final confirmation (not when the broker refused the relay).
 bool progress_flush_wanted(bool records_progress, bool broker_refused, bool ending,
                            pgoutput::Lsn target, pgoutput::Lsn record_acked);
+
+// ---- a session's start -------------------------------------------------------------------
+
+// Where START_REPLICATION asks the server to start: the acknowledged prefix when what the broker
+// acknowledged is in this server's WAL unchanged (`history_continues`) and not past its end
+// (IDENTIFY_SYSTEM's xlogpos); otherwise 0/0, the slot's own confirmed position. The server
+// starts at the greater of the two.
+pgoutput::Lsn stream_start(bool history_continues, pgoutput::Lsn acknowledged,
+                           pgoutput::Lsn server_wal_end);
+
+// ---- the sink's reports --------------------------------------------------------------------
+
+// The sink stopped (a refused batch, a lost sequence or connection, a fence): what the relay does.
+enum class SinkStop {
+  kFenced,            // exactly-once's producer was fenced: Transactions::on_fenced()
+  kFail,              // while stopping: exit 1, nothing is rewound any more
+  kAbortTransaction,  // exactly-once: the broker's transaction is aborted and sent again
+  kRewind,            // at-least-once: a rewind from the confirmed position
+};
+SinkStop answer_sink_stop(bool fenced, bool stop_requested, bool exactly_once);
+
+// A rewind answered: the sink is halted when it goes on (a delivery timed out, not a refused
+// batch, which stops it), so that records queued behind the failed one do not pass it when the
+// broker answers again. Exactly-once aborts the broker's transaction instead.
+bool halt_on_rewind(bool exactly_once, bool sink_stopped);
+
+// A reader waiting for deliveries goes on after a report when a commit is under way, the Pipeline
+// is not paused (backpressure), the session ends, or what is in flight fell below the low
+// watermark.
+bool reader_goes_on(bool committing, bool paused, bool leaving, bool below_low_watermark);
+
+// The relay's own delivery deadline (-X message.timeout.ms, at-least-once): how often it is
+// looked at (a fifth of it, between 10 ms and 1 s) and whether it passed (records queued, no
+// report for that long).
+std::chrono::milliseconds delivery_watch_period(std::chrono::milliseconds timeout);
+bool deliveries_overdue(std::size_t queued, std::chrono::steady_clock::duration since_last_report,
+                        std::chrono::milliseconds timeout);
 
 }  // namespace outbox::relay
