@@ -10,6 +10,7 @@
 #include <chrono>
 #include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -496,6 +497,98 @@ TEST_F(NatsRelay, ASlotMadeAnewByAnotherClientIsRepairedOnThatSlot) {
   EXPECT_EQ(log.find("event=dropped_lost_slot"), std::string::npos) << log;
   EXPECT_EQ(log.find("event=created_slot"), std::string::npos) << log;
   expect_graceful_stop(restarted);
+}
+
+// --messages (pg_logical_emit_message: events that leave no row) with JetStream: the slot dropped
+// while the relay was down. There is no table to read the gap back from: the restart stops (exit
+// 4) naming the slot and the position its progress record (the JetStream key-value bucket) says
+// it delivered through, at or after the delivered messages and before the gap's, makes no slot
+// and publishes nothing; --gap-repair-column is refused (exit 2) for a relay of messages. The
+// three messages delivered before are stored once, in order.
+TEST_F(NatsRelay, MessagesWithTheSlotDroppedWhileTheRelayWasDownStopTheRestart) {
+  // What `setup --messages` does (docs/security.md): the relay refuses --messages while PUBLIC
+  // may emit. Serialized with the other tests that revoke (one catalog row).
+  pg_->exec(
+      "BEGIN; SELECT pg_advisory_xact_lock(2505); DO $$ DECLARE f regprocedure; BEGIN FOR f IN "
+      "SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p WHERE p.pronamespace = "
+      "'pg_catalog'::regnamespace AND p.proname = 'pg_logical_emit_message' LOOP EXECUTE "
+      "format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f); END LOOP; END $$; COMMIT");
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  const std::string prefix = "outbox_" + suffix_;
+  // The JSON envelope of event `seq` of aggregate `key`.
+  const auto emit = [&](int seq, const std::string& key) {
+    return "SELECT pg_logical_emit_message(true, '" + prefix +
+           "', jsonb_build_object('id', gen_random_uuid(), 'aggregatetype', '" + aggregatetype_ +
+           "', 'aggregateid', '" + key +
+           "', 'type', 'Message', 'payload', jsonb_build_object('seq', " + std::to_string(seq) +
+           "))::text);";
+  };
+  // A relay of messages only: relay_args() without --table.
+  const auto start_messages_relay = [&](std::vector<std::string> extra) -> RelayProcess& {
+    std::vector<std::string> args;
+    const std::vector<std::string> all = relay_args();
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      if (all[i] == "--table") {
+        ++i;
+        continue;
+      }
+      args.push_back(all[i]);
+    }
+    args.insert(args.end(), {"--messages", prefix});
+    args.insert(args.end(), extra.begin(), extra.end());
+    relays_.push_back(std::make_unique<RelayProcess>(
+        relay_bin_, args, log_path("relay" + std::to_string(relays_.size() + 1))));
+    return *relays_.back();
+  };
+
+  RelayProcess& relay = start_messages_relay({});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec("BEGIN;" + emit(0, "a") + emit(1, "a") + emit(2, "b") + "COMMIT;");
+  const Lsn delivered = pg_->current_wal_lsn();
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 3; }, 60s, 100ms))
+      << stored().size() << " stored; see " << relay.log_path();
+  ASSERT_TRUE(expect_confirmed_reaches(delivered, 30s));
+  expect_graceful_stop(relay);
+  pg_->drop_slot_if_exists(slot_);
+  // The stop may confirm past the last message, to the server's WAL end: the gap starts here.
+  const Lsn gap_from = pg_->current_wal_lsn();
+  pg_->exec("BEGIN;" + emit(3, "a") + emit(4, "b") + "COMMIT;");
+
+  RelayProcess& restarted = start_messages_relay({});
+  const auto code = restarted.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
+                                << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      log, m,
+      std::regex("replication slot " + slot_ +
+                 " does not exist, but its progress record \\(JetStream key-value bucket "
+                 "outbox-relay-progress, key [^)]*\\) shows that the relay delivered through "
+                 "([0-9A-F]+/[0-9A-F]+)")))
+      << log;
+  EXPECT_GE(parse_lsn(m[1].str()), delivered) << "the position named is before the delivered";
+  EXPECT_LE(parse_lsn(m[1].str()), gap_from) << "the position named is past the gap's start";
+  EXPECT_EQ(log.find("event=created_slot"), std::string::npos) << log;
+  EXPECT_FALSE(pg_->slot_exists(slot_)) << "the relay made a new slot";
+
+  RelayProcess& repairing = start_messages_relay({"--gap-repair-column", "created_at"});
+  const auto refused = repairing.wait_exit(30s);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(*refused, 2) << tail_file(repairing.log_path(), 5);
+  EXPECT_FALSE(pg_->slot_exists(slot_));
+
+  // What was delivered, once and in order; nothing past the loss.
+  const std::vector<Stored> messages = stored();
+  ASSERT_EQ(messages.size(), 3u) << "nothing may be sent past the loss";
+  std::set<std::string> ids;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    EXPECT_EQ(messages[i].subject, topic_);
+    EXPECT_EQ(messages[i].data, "{\"seq\": " + std::to_string(i) + "}");
+    EXPECT_EQ(messages[i].headers.at("key"), i < 2 ? "a" : "b");
+    EXPECT_TRUE(ids.insert(messages[i].headers.at("id")).second) << "stored twice";
+  }
 }
 
 }  // namespace
