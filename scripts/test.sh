@@ -16,6 +16,7 @@
 #                tests that depend on PostgreSQL's version: tests/nats/relay_nats_pg_test.cpp);
 #                OUTBOX_SKIP_PG18 drops it
 #   failover     ctest -L failover: a PostgreSQL 18 primary and standby of their own, promoted
+#                (a 15 pair for the failover without the slot, to Kafka and to JetStream)
 #   nats         ctest -L nats: the JetStream publisher, and the relay publishing to it (--nats)
 #   aws          ctest -L aws: the SQS and EventBridge clients against moto's server
 #                (scripts/aws-up.sh: one server for the run, not per lane; stopped at the end
@@ -202,7 +203,8 @@ if wants integration || wants fault || wants failover || wants nats || wants aws
   svc="pg"
   { wants integration || wants fault || wants failover || wants nats || $quick; } &&
     svc="$svc kafka"
-  wants nats && svc="$svc nats"
+  # The failover tier's JetStream test (tests/failover/nats_failover_test.cpp) needs it too.
+  { wants nats || wants failover; } && svc="$svc nats"
   for i in $(seq 1 "$n"); do
     k=$((k + 1))
     LANE_SPECS+=("pg15_$i $k 15 $svc")
