@@ -312,8 +312,21 @@ int run_relay(const outbox::app::Options& options) {
   relay.reset();
   if (exit_code == outbox::relay::kExitSlotLost) {
     // Why PostgreSQL invalidated the slot, and the commands that recover the events.
+    // A NATS URL may hold a password: named by a placeholder then, as the conninfo is.
+    const std::string& nats = options.sinks.nats.urls;
+    const outbox::lifecycle::AdviceDestination to =
+        !nats.empty()
+            ? outbox::lifecycle::AdviceDestination{"JetStream", nats.find('@') == std::string::npos
+                                                                    ? "--nats " + nats
+                                                                    : "--nats \"$NATS_URL\""}
+        : !options.sinks.sqs.queue_url.empty()
+            ? outbox::lifecycle::AdviceDestination{"the SQS queue", ""}
+        : !options.sinks.eventbridge.bus.empty()
+            ? outbox::lifecycle::AdviceDestination{"the EventBridge bus", ""}
+            : outbox::lifecycle::AdviceDestination{"Kafka",
+                                                   "--brokers " + options.sinks.kafka.brokers};
     const std::string advice = outbox::lifecycle::slot_lost_advice(
-        options.relay.conninfo, options.relay.slot, options.sinks.kafka.brokers,
+        options.relay.conninfo, options.relay.slot, to,
         m.table.empty() ? "" : outbox::common::QualifiedName{m.schema, m.table}.text());
     spdlog::shutdown();
     if (!advice.empty()) std::fprintf(stderr, "outbox-relay: %s\n", advice.c_str());

@@ -181,7 +181,7 @@ std::vector<std::string> standby_targets(const std::string& standby, const std::
 }
 
 std::string slot_lost_advice(const std::string& conninfo, const std::string& slot,
-                             const std::string& brokers, const std::string& table) {
+                             const AdviceDestination& to, const std::string& table) {
   try {
     pg::AdminSession db(conninfo);
     const auto s = db.slot(slot);
@@ -216,14 +216,19 @@ std::string slot_lost_advice(const std::string& conninfo, const std::string& slo
     std::ostringstream o;
     o << "replication slot " << slot << " was invalidated by PostgreSQL, " << cause
       << "; outbox rows committed after its last confirmed position "
-      << lsn_text(s ? s->confirmed_flush_lsn : std::nullopt)
-      << " may never have reached Kafka. Recover: outbox-relay drop --pg \"$PG\" --slot " << slot
+      << lsn_text(s ? s->confirmed_flush_lsn : std::nullopt) << " may never have reached "
+      << to.name << ". Recover: outbox-relay drop --pg \"$PG\" --slot " << slot
       << " --yes; outbox-relay setup --pg \"$PG\" --slot " << slot
-      << " (or start the relay once with --accept-slot-loss); then outbox-relay reconcile --pg "
-         "\"$PG\" --brokers "
-      << brokers << (table.empty() ? "" : " --table " + table)
-      << " --column-time CREATED_AT_COLUMN --margin 5m --since " << since
-      << " --until NEW_SLOT_CREATION_TIME --repair";
+      << " (or start the relay once with --accept-slot-loss); then ";
+    if (to.reconcile_flags.empty()) {
+      o << "send every event committed since " << since << " again (docs/aws.md, \"When the "
+        << "slot is lost\")";
+    } else {
+      o << "outbox-relay reconcile --pg \"$PG\" " << to.reconcile_flags
+        << (table.empty() ? "" : " --table " + table)
+        << " --column-time CREATED_AT_COLUMN --margin 5m --since " << since
+        << " --until NEW_SLOT_CREATION_TIME --repair";
+    }
     return o.str();
   } catch (const pg::Error&) {
     return "";

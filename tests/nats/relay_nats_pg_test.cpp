@@ -278,6 +278,89 @@ TEST_F(NatsRelay, ASlotInvalidatedWhileTheRelayWasDownStopsTheRestart) {
   expect_graceful_stop(repaired);
 }
 
+// PostgreSQL 18's idle_replication_slot_timeout passed while the relay is down (1 s, then a
+// checkpoint): the restart finds the slot lost and stops (exit 4) naming the setting, a position
+// at or after the delivered events and at or before the gap's start, and a reconcile command
+// with --nats (not --brokers: the events go to JetStream), and makes no slot;
+// prune deletes no row. Started again with --gap-repair-column, the relay drops the lost slot,
+// makes one and publishes the gap's 4 events from the table before streaming: every event stored
+// once, in order. On PostgreSQL 15 (no such setting) it is skipped.
+TEST_F(NatsRelay, ASlotIdleTimedOutWhileTheRelayWasDownStopsTheRestart) {
+  if (std::stoi(pg_->scalar("SHOW server_version_num").value_or("0")) < 180000) {
+    GTEST_SKIP() << "idle_replication_slot_timeout is PostgreSQL 18's";
+  }
+  create_outbox_table();
+  pg_->exec("ALTER TABLE " + qualified_table() +
+            " ADD COLUMN created_at timestamptz NOT NULL DEFAULT now()");
+  ASSERT_NO_FATAL_FAILURE(create_stream());
+  RelayProcess& relay = start_relay();
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 4, 1, 8, false));
+  ASSERT_TRUE(wait_until([&] { return stored().size() >= 8; }, 60s, 100ms));
+  const Lsn delivered = pg_->current_wal_lsn();
+  ASSERT_TRUE(expect_confirmed_reaches(delivered, 30s));
+  expect_graceful_stop(relay);
+  const Lsn gap_from = pg_->current_wal_lsn();
+  {
+    ScopeGuard reset([&] {
+      pg_->exec("ALTER SYSTEM RESET idle_replication_slot_timeout");
+      pg_->exec("SELECT pg_reload_conf()");
+    });
+    pg_->exec("ALTER SYSTEM SET idle_replication_slot_timeout = '1s'");
+    pg_->exec("SELECT pg_reload_conf()");
+    pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 4, 9, 4, false));
+    const auto wal_status = [&] {
+      return pg_
+          ->scalar("SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", {slot_})
+          .value_or("");
+    };
+    ASSERT_TRUE(wait_until(
+        [&] {
+          pg_->exec("CHECKPOINT");
+          return wal_status() == "lost";
+        },
+        60s, 500ms))
+        << "wal_status " << wal_status();
+  }
+  RelayProcess& restarted = start_relay();
+  const auto code = restarted.wait_exit(60s);
+  ASSERT_TRUE(code.has_value()) << "the relay did not stop\n"
+                                << tail_file(restarted.log_path(), 20);
+  EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("idle_replication_slot_timeout"), std::string::npos) << log;
+  // The recovery it advises reaches JetStream, not Kafka.
+  EXPECT_NE(log.find("may never have reached JetStream"), std::string::npos) << log;
+  EXPECT_NE(log.find("outbox-relay reconcile --pg \"$PG\" --nats " + nats_ + " --table " +
+                     qualified_table()),
+            std::string::npos)
+      << log;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("confirmed_flush_lsn ([0-9A-F]+/[0-9A-F]+)")))
+      << log;
+  EXPECT_GE(parse_lsn(m[1].str()), delivered)
+      << "the position named is before the delivered events";
+  EXPECT_LE(parse_lsn(m[1].str()), gap_from) << "the position named is past the gap's start";
+  EXPECT_EQ(log.find("event=created_slot"), std::string::npos) << log;
+  EXPECT_EQ(stored().size(), 8u);
+  const CommandResult pr = run_to_end(relay_bin_,
+                                      {"prune", "--pg", conninfo_, "--slot", slot_, "--table",
+                                       qualified_table(), "--nats", nats_, "--older-than", "1ms"},
+                                      log_path("prune_out"), log_path("prune_err"), 60s);
+  EXPECT_EQ(pr.exit_code, 1) << pr.out << pr.err;
+  EXPECT_EQ(*pg_->scalar("SELECT count(*) FROM " + qualified_table()), "12");
+
+  RelayProcess& repaired = start_relay({"--gap-repair-column", "created_at"});
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(repaired));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 4, 13, 4, false));
+  expect_every_event_stored_once(60s);
+  EXPECT_EQ(stored().size(), 16u);
+  const std::string repaired_log = read_file(repaired.log_path());
+  EXPECT_NE(repaired_log.find("event=dropped_lost_slot"), std::string::npos) << repaired_log;
+  EXPECT_NE(repaired_log.find(" repaired=4 failed=0"), std::string::npos) << repaired_log;
+  expect_graceful_stop(repaired);
+}
+
 // The slot dropped and made anew by another client while the relay was down: it exists, past the
 // relay's progress record in the JetStream bucket. The start stops (exit 4) naming both
 // positions, and stores nothing; --accept-slot-loss goes on, said as an error, and moves the

@@ -55,10 +55,18 @@ StandbyCopy inspect_standbys(const std::vector<std::string>& conninfos, const st
 // multi-host --pg (pg::per_host_conninfos); empty: nowhere (no check).
 std::vector<std::string> standby_targets(const std::string& standby, const std::string& pg);
 
+// Where the relay's events go, for slot_lost_advice(): its name ("Kafka", "JetStream") and the
+// flags by which reconcile reaches it ("--brokers HOST:PORT", "--nats URL"); no flags: a
+// destination reconcile cannot read back (SQS, EventBridge), every event since then goes again.
+struct AdviceDestination {
+  std::string name;
+  std::string reconcile_flags;
+};
+
 // One line after exit code 4: why PostgreSQL invalidated the slot (invalidation_reason, the
 // setting behind it) and the reconcile command to run, inspected on a new session to `conninfo`.
 // Empty when the slot cannot be inspected or is neither lost nor missing.
 std::string slot_lost_advice(const std::string& conninfo, const std::string& slot,
-                             const std::string& brokers, const std::string& table);
+                             const AdviceDestination& to, const std::string& table);
 
 }  // namespace outbox::lifecycle
