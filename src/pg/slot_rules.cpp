@@ -18,8 +18,8 @@ std::string slot_not_pgoutput_words(std::string_view slot_type, std::string_view
 std::string slot_lost_words() { return "is lost (wal_status lost)"; }
 
 std::string slot_lost_consequence() {
-  return "the WAL it needed was removed; events committed since its confirmed position were "
-         "never relayed";
+  return "PostgreSQL invalidated it and will not decode from it again; events committed since its "
+         "confirmed position were never relayed";
 }
 
 std::string slot_in_use_words(std::optional<int> pid) {

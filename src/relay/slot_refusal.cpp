@@ -42,7 +42,9 @@ Fatal slot_refusal(pg::BootstrapRefusal r, const std::optional<pg::SlotState>& s
           "replication slot " + config.slot + " " + pg::slot_lost_words() + ": " +
               pg::slot_lost_consequence() + " (confirmed_flush_lsn " +
               (slot && slot->confirmed_flush_lsn ? slot->confirmed_flush_lsn->to_string() : "?") +
-              "; max_slot_wal_keep_size). Drop the slot, reconcile the outbox rows committed "
+              "; pg_replication_slots.invalidation_reason says why: wal_removed for "
+              "max_slot_wal_keep_size, idle_timeout for PostgreSQL 18's "
+              "idle_replication_slot_timeout). Drop the slot, reconcile the outbox rows committed "
               "after that position (outbox-relay reconcile --repair), then start the relay "
               "once with --accept-slot-loss to create a new one."};
   }

@@ -328,7 +328,7 @@ TEST_F(NatsRelay, ASlotIdleTimedOutWhileTheRelayWasDownStopsTheRestart) {
                                 << tail_file(restarted.log_path(), 20);
   EXPECT_EQ(*code, 4) << tail_file(restarted.log_path(), 20);
   const std::string log = read_file(restarted.log_path());
-  EXPECT_NE(log.find("idle_replication_slot_timeout"), std::string::npos) << log;
+  EXPECT_NE(log.find("was invalidated by PostgreSQL, idle_timeout"), std::string::npos) << log;
   // The recovery it advises reaches JetStream, not Kafka.
   EXPECT_NE(log.find("may never have reached JetStream"), std::string::npos) << log;
   EXPECT_NE(log.find("outbox-relay reconcile --pg \"$PG\" --nats " + nats_ + " --table " +

@@ -22,8 +22,8 @@ TEST(SlotRules, Words) {
   EXPECT_EQ("slot " + slot_not_pgoutput_words("physical", ""),
             "slot is a physical slot with plugin , not logical pgoutput");
   EXPECT_EQ("slot " + slot_lost_words() + ": " + slot_lost_consequence(),
-            "slot is lost (wal_status lost): the WAL it needed was removed; events committed "
-            "since its confirmed position were never relayed");
+            "slot is lost (wal_status lost): PostgreSQL invalidated it and will not decode from "
+            "it again; events committed since its confirmed position were never relayed");
   EXPECT_EQ(slot_in_use_words(4242), "is in use by PID 4242");
   EXPECT_EQ(slot_in_use_words(std::nullopt), "is in use by PID ?");
 }
