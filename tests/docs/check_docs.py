@@ -12,7 +12,11 @@ the repository (ctest docs.consistency):
 - every metric named (outbox_relay_...) is one /metrics serves: a row of the generated table in
   docs/metrics.md (histogram series _bucket, _sum and _count included);
 - the exit code table of docs/failures.md has a row for each code of relay::ExitCode, and no
-  other.
+  other;
+- the version: CHANGELOG.md's newest release (the first `## [X.Y.Z] - DATE` heading after
+  `## [Unreleased]`) is CMakeLists.txt's project VERSION (what --version and the .deb carry), and
+  the version the docs and manifests write out (the .deb's name in docs/operating.md, the image
+  tag in deploy/kubernetes/deployment.yaml) is that one too.
 Standard library only.
 """
 import os
@@ -88,6 +92,33 @@ def links(text):
     return LINK.findall(prose) + REFERENCE.findall(prose)
 
 
+def check_version(root):
+    problems = []
+    cmake = open(os.path.join(root, "CMakeLists.txt")).read()
+    m = re.search(r"^project\(\s*\w+\s+VERSION\s+(\d+\.\d+\.\d+)", cmake, re.M)
+    if not m:
+        return ["CMakeLists.txt: no project(... VERSION X.Y.Z)"]
+    version = m.group(1)
+    changelog = open(os.path.join(root, "CHANGELOG.md")).read()
+    headings = [h for h in re.findall(r"^## (.*)$", changelog, re.M)]
+    if not headings or headings[0].strip() != "[Unreleased]":
+        problems.append("CHANGELOG.md: the first section is not ## [Unreleased]")
+    releases = [re.match(r"\[(\d+\.\d+\.\d+)\](?: - (\d{4}-\d{2}-\d{2}))?$", h.strip()) for h in headings[1:]]
+    if not releases or not all(releases):
+        bad = [h for h, r in zip(headings[1:], releases) if not r]
+        problems.append(f"CHANGELOG.md: release headings not of the form ## [X.Y.Z] - YYYY-MM-DD: {bad}")
+    elif releases[0].group(1) != version:
+        problems.append(f"CHANGELOG.md: newest release {releases[0].group(1)}, CMakeLists.txt's project VERSION {version}")
+    elif not releases[0].group(2):
+        problems.append(f"CHANGELOG.md: release {version} has no date")
+    for rel, pattern in (("docs/operating.md", r"outbox-relay_(\d+\.\d+\.\d+)_amd64\.deb"),
+                         ("deploy/kubernetes/deployment.yaml", r"image: outbox-relay:(\d+\.\d+\.\d+)")):
+        found = set(re.findall(pattern, open(os.path.join(root, rel)).read()))
+        if found != {version}:
+            problems.append(f"{rel}: version {sorted(found)}, CMakeLists.txt's project VERSION {version}")
+    return problems
+
+
 def main(root):
     problems = []
     results = os.path.join(root, "bench", "results")
@@ -138,6 +169,7 @@ def main(root):
     documented = set(re.findall(r"^\| (\d+) \|", failures, re.M))
     if codes != documented:
         problems.append(f"docs/failures.md: exit codes {sorted(documented)}, relay::ExitCode has {sorted(codes)}")
+    problems += check_version(root)
     for p in problems:
         print(p, file=sys.stderr)
     return 1 if problems else 0
