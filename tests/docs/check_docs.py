@@ -13,6 +13,9 @@ the repository (ctest docs.consistency):
   docs/metrics.md (histogram series _bucket, _sum and _count included);
 - the exit code table of docs/failures.md has a row for each code of relay::ExitCode, and no
   other;
+- the environment-variable rule is stated once, in docs/commands/README.md ("Environment
+  variables"), and names every flag that a generated flag table marks "argv only"; the relay's
+  exit codes are listed once, in failures.md's table (no other page has a table of them);
 - the version: CHANGELOG.md's newest release (the first `## [X.Y.Z] - DATE` heading after
   `## [Unreleased]`) is CMakeLists.txt's project VERSION (what --version and the .deb carry), and
   the version the docs and manifests write out (the .deb's name in docs/operating.md, the image
@@ -92,6 +95,31 @@ def links(text):
     return LINK.findall(prose) + REFERENCE.findall(prose)
 
 
+def check_one_place(root):
+    """The environment-variable rule and the exit-code table, each written in one place."""
+    problems = []
+    commands = os.path.join(root, "docs", "commands")
+    index = open(os.path.join(commands, "README.md")).read()
+    rule = index.split("## Environment variables", 1)[-1].split("\n## ", 1)[0]
+    rule_flags = set(re.findall(r"`(?:[a-z]+ )?(-X|--[a-z0-9-]+)`", rule))
+    for name in sorted(os.listdir(commands)):
+        if not name.endswith(".md") or name == "README.md":
+            continue
+        for flag in re.findall(r"^\| `(-X|--[a-z0-9-]+)[^`]*` \|[^|\n]*\| argv only \|", open(os.path.join(commands, name)).read(), re.M):
+            if flag not in rule_flags:
+                problems.append(f"docs/commands/{name}: {flag} is argv only, docs/commands/README.md's rule does not name it")
+    for page in pages(root):
+        rel = os.path.relpath(page, root)
+        prose = "\n".join(prose_lines(open(page).read()))
+        if rel != os.path.join("docs", "commands", "README.md") and re.search(
+                r"can also\s+be set as the environment variable", prose):
+            problems.append(f"{rel}: states the environment-variable rule: link docs/commands/README.md#environment-variables instead")
+        if rel != os.path.join("docs", "failures.md") and re.search(r"^\|\s*exit(?: code)?\s*\|", prose, re.M | re.I) \
+                and len(re.findall(r"^\| [0-5] \|", prose, re.M)) >= 3:
+            problems.append(f"{rel}: a table of exit codes: link failures.md#exit-codes instead")
+    return problems
+
+
 def check_version(root):
     problems = []
     cmake = open(os.path.join(root, "CMakeLists.txt")).read()
@@ -169,6 +197,7 @@ def main(root):
     documented = set(re.findall(r"^\| (\d+) \|", failures, re.M))
     if codes != documented:
         problems.append(f"docs/failures.md: exit codes {sorted(documented)}, relay::ExitCode has {sorted(codes)}")
+    problems += check_one_place(root)
     problems += check_version(root)
     for p in problems:
         print(p, file=sys.stderr)
