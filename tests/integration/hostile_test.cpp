@@ -108,6 +108,35 @@ TEST_F(HostileIntegration, UnderDlqARowForTheCheckpointTopicIsDeadLettered) {
   expect_graceful_stop(again);
 }
 
+// Topic auto-creation off (the relay's producer with allow.auto.create.topics=false, so that the
+// broker answers for a missing topic as one with auto.create.topics.enable=false does): an event
+// whose topic does not exist is poison, as operating.md says. Under --on-error fail the relay
+// stops with exit 3 naming the error and the slot stays before the event: once the topic is
+// created, the next start delivers it.
+TEST_F(HostileIntegration, AnEventForATopicThatDoesNotExistStopsTheRelayWithoutAutoCreation) {
+  create_outbox_table();
+  ASSERT_NO_THROW(create_topic(brokers_, topics_[0], 1, 1));
+  const std::vector<std::string> args = {"-X", "allow.auto.create.topics=false", "-X",
+                                         "topic.metadata.propagation.max.ms=2000"};
+  RelayProcess& relay = start_relay(args);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(insert_sql(aggregatetypes_[0], "o-1", 1));
+  ASSERT_EQ(read_topic(topics_[0], 1).size(), 1u);
+  pg_->exec(insert_sql(aggregatetypes_[1], "c-1", 2));  // topics_[1] does not exist
+  const std::optional<int> code = relay.wait_exit(60s);
+  ASSERT_TRUE(code) << "the relay did not stop";
+  EXPECT_EQ(*code, 3) << read_file(relay.log_path());
+  EXPECT_NE(read_file(relay.log_path()).find("UNKNOWN_TOPIC"), std::string::npos)
+      << read_file(relay.log_path());
+  // The slot stayed before the event: once the topic exists, the next start delivers it.
+  ASSERT_NO_THROW(create_topic(brokers_, topics_[1], 1, 1));
+  RelayProcess& again = start_relay(args);
+  const std::vector<Record> delivered = read_topic(topics_[1], 1);
+  ASSERT_EQ(delivered.size(), 1u);
+  EXPECT_EQ(delivered[0].value, "{\"seq\": 2}");
+  expect_graceful_stop(again);
+}
+
 // A placed header of 2 MB: the record is larger than message.max.bytes, and so would be its
 // dead-letter record with the header in it. It is dead-lettered compact (no value, no placed
 // header, outbox.truncated), the slot moves past it and the next event arrives.
