@@ -14,28 +14,22 @@
 #include "change_wait.hpp"
 #include "outbox/common/clock.hpp"
 #include "outbox/common/log_text.hpp"
-#include "outbox/pg/bootstrap.hpp"
-#include "outbox/pg/publication_check.hpp"
+#include "outbox/pg/error.hpp"
 #include "outbox/pg/replication_connection.hpp"
-#include "outbox/pg/slot_rules.hpp"
-#include "outbox/pgoutput/decoder.hpp"
-#include "outbox/pgoutput/wire.hpp"
 #include "outbox/relay/pipeline.hpp"
 #include "outbox/relay/progress_record.hpp"
 #include "outbox/relay/progress_store.hpp"
 #include "outbox/relay/record_sink.hpp"
 #include "outbox/relay/run_machine.hpp"
-#include "outbox/relay/session_rules.hpp"
 #include "outbox/relay/sink_factory.hpp"
 #include "outbox/relay/status_reporter.hpp"
 #include "outbox/relay/transactions.hpp"
-#include "outbox/relay/txn_machine.hpp"
 #include "progress_check.hpp"
 #include "progress_recorder.hpp"
 #include "publication_checker.hpp"
 #include "server_history.hpp"
+#include "session.hpp"
 #include "sink_reports.hpp"
-#include "slot_setup.hpp"
 #include "stop_sequence.hpp"
 #include "stream_loop.hpp"
 
@@ -62,9 +56,6 @@ bool retryable(const pg::Error& e) { return pg::retryable(pg::classify(e)); }
 // The slot is told what Kafka acknowledged this long after the confirmable position advanced
 // (coalesced: one status update for every report meanwhile), so a crash re-sends little.
 constexpr std::chrono::milliseconds kConfirmDelay{100};
-
-// Longest wait, before a reconnected stream starts, for the deliveries still in flight.
-constexpr std::chrono::seconds kSettleTimeout{5};
 
 }  // namespace
 
@@ -106,11 +97,11 @@ class Relay::Impl : private Transactions::Host {
         reports_(io.get_executor(), config_, pipeline_, run_, change_,
                  {[this](Fatal f) { fail(std::move(f)); },
                   [this](Fatal f) { fail_refused(std::move(f)); }, [this] { return leaving(); },
-                  [this] { return conn_ != nullptr; }, [this] { confirm_soon(); },
+                  [this] { return conn() != nullptr; }, [this] { confirm_soon(); },
                   [this] { wake_all(); }}),
         pipeline_(config_, reports_, metrics_, log_),
         checker_(io.get_executor(), config_, pipeline_, metrics_, log_,
-                 {[this] { return conn_ && !leaving(); }, [this] { return leaving(); },
+                 {[this] { return conn() && !leaving(); }, [this] { return leaving(); },
                   [this] { wake_stream(); }, [this] { confirm_soon(); }}),
         progress_check_(
             io.get_executor(), config_, log_, metrics_, run_, server_, recorder_, change_,
@@ -121,7 +112,13 @@ class Relay::Impl : private Transactions::Host {
         stream_(io.get_executor(), config_, pipeline_, checker_, status_, metrics_, run_, change_,
                 {[this] { return stream_ends(); }, [this] { return leaving(); }}),
         stop_(config_, log_, run_, pipeline_, checker_, recorder_, progress_check_, status_,
-              change_, [this](Fatal f) { fail(std::move(f)); }) {
+              change_, [this](Fatal f) { fail(std::move(f)); }),
+        session_(io.get_executor(), config_, log_,
+                 {run_, server_, pipeline_, checker_, progress_check_, status_, change_, reports_,
+                  stream_, stop_, metrics_},
+                 {[this] { return leaving(); }, [this](Fatal f) { fail(std::move(f)); },
+                  [this](Lsn from, Lsn to, std::uint32_t old) { ghosts(from, to, old); },
+                  [this] { return stop_deadline_; }}) {
     // Made here so that a bad setting of the broker's fails before anything runs.
     make_sink();
     if (exactly_once()) {
@@ -133,6 +130,7 @@ class Relay::Impl : private Transactions::Host {
     }
     reports_.attach(transactions_.get());
     stream_.attach(transactions_.get());
+    session_.attach(transactions_.get());
     stop_.attach(producers_.get(), transactions_.get());
   }
 
@@ -144,7 +142,7 @@ class Relay::Impl : private Transactions::Host {
       std::string reason;
       if (!standby_logged) set_state(State::kConnecting, "connecting to PostgreSQL");
       try {
-        co_await session(streamed);
+        co_await session_.run(streamed);
       } catch (const FatalError& f) {
         fail(f.fatal);
       } catch (const pg::Error& e) {
@@ -181,17 +179,7 @@ class Relay::Impl : private Transactions::Host {
       } catch (const std::exception& e) {
         fail({kExitError, std::string("unexpected error: ") + e.what()});
       }
-      status_.stop();
-      reports_.cancel();
-      checker_.cancel_timer();
-      if (exactly_once() && transactions_->phase() == TxnPhase::kOpen && !run_.ending() &&
-          !pipeline_.rewinding()) {
-        co_await transactions_->end_at_disconnect();
-      }
-      co_await checker_.await_background(true);
-      pipeline_.on_disconnect();
-      conn_.reset();
-      checker_.disconnect();
+      co_await session_.end();
       if (run_.ending()) break;
       bool rewind_without_progress = false;
       if (pipeline_.rewinding()) {
@@ -324,7 +312,7 @@ class Relay::Impl : private Transactions::Host {
   bool stream_ends() const { return leaving() && !finishing_transaction(); }
 
   void wake_all() {
-    if (conn_) conn_->cancel();
+    if (conn()) conn()->cancel();
     checker_.cancel();
     change_.cancel();
     stream_.cancel();
@@ -336,79 +324,18 @@ class Relay::Impl : private Transactions::Host {
   // A publication check is due or ended: the stream loop looks (a read wait is cut short only
   // for a check due or failed; see StreamLoop).
   void wake_stream() {
-    if (change_.reading() && conn_ && (checker_.due() || checker_.failed())) {
-      conn_->cancel();
+    if (change_.reading() && conn() && (checker_.due() || checker_.failed())) {
+      conn()->cancel();
     }
     change_.notify();
   }
 
+  // The session's replication connection; null between sessions.
+  pg::ReplicationConnection* conn() const { return session_.connection(); }
+
   // Waits until notified (a delivery, a stop) or `until`.
   awaitable<void> wait_for_change(Clock::time_point until) override {
     co_await change_.wait(until);
-  }
-
-  awaitable<void> session(bool& streamed) {
-    checker_.clear_error();
-    conn_ = std::make_unique<pg::ReplicationConnection>(io_.get_executor());
-    co_await conn_->connect(config_.conninfo, config_.connect_timeout);
-    checker_.set_server(conn_->same_server_conninfo(config_.conninfo));
-    pg::SystemInfo sys = co_await conn_->identify_system(config_.connect_timeout);
-    server_.identify(sys);
-    const pg::ServerState server = co_await pg::inspect_server(*conn_, config_.connect_timeout);
-    server_.check_standby(server);
-    pg::TimelineHistory history;
-    if (sys.timeline > 1) {
-      history = co_await conn_->timeline_history(sys.timeline, config_.connect_timeout);
-    }
-    const bool history_continues = server_.follow_timeline(
-        sys, server, std::move(history), [this](Lsn at) { return pipeline_.timeline_switched(at); },
-        [this](Lsn from, Lsn to, std::uint32_t old) { ghosts(from, to, old); });
-    const std::optional<pg::SlotState> found_slot = co_await ensure_publication_and_slot(
-        *conn_, config_, server_, progress_check_, pipeline_, *log_);
-    // Before the stream starts, on every connect: refuse a publication that hides outbox inserts.
-    co_await checker_.check();
-    // No re-send of what Kafka acknowledged (Pipeline::resume): let what is in flight be
-    // acknowledged first, then start at the acknowledged prefix; the server starts at the
-    // greater of it and the slot's confirmed_flush_lsn, which after a crash is the last one
-    // written at a checkpoint, often far behind.
-    co_await settle_deliveries();
-    if (leaving()) co_return;
-    pipeline_.resume(history_continues);
-    const Lsn acked = pipeline_.acknowledged();
-    const Lsn start = stream_start(history_continues, acked, sys.xlogpos);
-    const std::string command = pg::start_replication_command(
-        config_.slot, config_.publication, start,
-        [&](const std::string& v) { return conn_->quote_literal(v); },
-        [&](const std::string& v) { return conn_->quote_identifier(v); },
-        !config_.mapper.message_prefix.empty());
-    co_await conn_->start_replication(command, config_.connect_timeout);
-    server_.held_slot();
-    streamed = true;
-    // A stop or failure that came meanwhile keeps its phase; the stream loop ends at once.
-    if (run_.phase() == RunPhase::kConnecting) run_.to(RunPhase::kStreaming);
-    // Status updates from now on, also while Kafka is waited for below.
-    status_.start();
-    reports_.watch_deliveries();
-    // A slot that existed is compared with the progress record (ProgressCheck).
-    co_await progress_check_.start_session(found_slot, sys);
-    // Exactly-once: only the slot's holder initialises the transactional.id (fencing any older
-    // producer of it) and reads the checkpoint; what the server sends before it is skipped.
-    if (exactly_once()) co_await transactions_->prepare();
-    set_state(State::kStreaming, "");
-    log_->info("event=streaming slot={} publication={} server_wal={} timeline={} start={}",
-               config_.slot, config_.publication, sys.xlogpos.to_string(), sys.timeline,
-               start.to_string());
-    checker_.schedule();
-    try {
-      co_await stream_.run(*conn_);
-    } catch (const FatalError& f) {
-      fail(f.fatal);
-    } catch (const std::logic_error& e) {
-      fail({kExitError, std::string("broken invariant: ") + e.what()});
-    }
-    // Only stop or failure leave the loop normally: run the stop sequence.
-    co_await stop_.run(
-        *conn_, run_.stop_requested() ? stop_deadline_ : Clock::now() + config_.shutdown_timeout);
   }
 
   // ---- exactly-once (--delivery exactly-once) ----------------------------------------------
@@ -423,7 +350,7 @@ class Relay::Impl : private Transactions::Host {
   // Transactions::Host.
   bool decoding_on_standby() const override { return server_.on_standby(); }
   bool stopping() const override { return run_.stop_requested(); }
-  bool holds_slot() const override { return !run_.ending() && conn_ && conn_->alive(); }
+  bool holds_slot() const override { return !run_.ending() && conn() && conn()->alive(); }
   std::uint32_t timeline() const override { return server_.timeline(); }
   std::optional<Lsn> switch_point(std::uint32_t old_timeline) const override {
     return server_.switch_point(old_timeline);
@@ -450,15 +377,6 @@ class Relay::Impl : private Transactions::Host {
   void committed() override { confirm_soon(); }
   void aborted() override { reports_.after_delivery(); }
 
-  // Waits (at most kSettleTimeout) until Kafka acknowledged every record in flight, so that the
-  // transactions they belong to are not sent again after a reconnect.
-  awaitable<void> settle_deliveries() {
-    const auto deadline = Clock::now() + kSettleTimeout;
-    while (pipeline_.tracker().inflight_events() > 0 && !leaving() && Clock::now() < deadline) {
-      co_await wait_for_change(deadline);
-    }
-  }
-
   // The slot is confirmed up to what Kafka acknowledged, and never past the WAL position of the
   // last publication check that passed: inserts hidden by a publication altered since are
   // then at least never confirmed.
@@ -472,7 +390,7 @@ class Relay::Impl : private Transactions::Host {
   // A status update soon when the confirmable position passed what the slot was last told
   // (StatusReporter); a check soon when the acknowledged prefix passed the verified position.
   void confirm_soon() {
-    if (!conn_ || leaving()) return;
+    if (!conn() || leaving()) return;
     if (pipeline_.waiting_for_check()) checker_.schedule();
     recorder_.write();
     status_.confirm_soon();
@@ -481,10 +399,10 @@ class Relay::Impl : private Transactions::Host {
   // StatusReporter's send: write is what the relay has handled (pg_stat_replication.write_lsn);
   // only flush, the verified position, moves the slot.
   bool send_status(const StatusReporter::Positions& p) {
-    if (!conn_ || !conn_->connected()) return false;
+    if (!conn() || !conn()->connected()) return false;
     checker_.schedule();
     try {
-      conn_->send_status(p.write, p.flush, false);
+      conn()->send_status(p.write, p.flush, false);
     } catch (const pg::Error& e) {
       // The read loop sees the broken connection and reconnects.
       log_->debug("event=status_failed slot={} error={}", config_.slot, quoted(e.what()));
@@ -506,7 +424,6 @@ class Relay::Impl : private Transactions::Host {
   // declared before it.
   std::unique_ptr<ProgressStore> progress_;
   std::unique_ptr<RecordSink> producers_;  // the broker's clients
-  std::unique_ptr<pg::ReplicationConnection> conn_;
   // What the session's coroutine awaits (a change, or the replication socket), for whoever would
   // cut the wait short.
   ChangeWait change_;
@@ -531,6 +448,7 @@ class Relay::Impl : private Transactions::Host {
   ProgressCheck progress_check_;
   StreamLoop stream_;  // a session's stream loop
   StopSequence stop_;  // a session's end at a stop or failure
+  Session session_;    // one connection's life (session.hpp)
   // Exactly-once's cycle (null otherwise); last: it refers to the pipeline and the producers.
   std::unique_ptr<Transactions> transactions_;
 };

@@ -52,6 +52,12 @@ void RunMachine::to(RunPhase to) {
   phase_ = to;
 }
 
+bool RunMachine::stream_started() {
+  if (phase_ != RunPhase::kConnecting) return false;
+  to(RunPhase::kStreaming);
+  return true;
+}
+
 bool RunMachine::request_stop() {
   if (stop_requested_) return false;
   stop_requested_ = true;

@@ -157,4 +157,18 @@ TEST(RunMachine, ARewindBeforeTheStreamRunsIsOneToo) {
   EXPECT_EQ(m.phase(), P::kRewinding);
 }
 
+TEST(RunMachine, TheStreamStartsOnlyFromConnectingAndAnythingMeanwhileKeepsItsPhase) {
+  RunMachine m;
+  EXPECT_TRUE(m.stream_started());
+  EXPECT_EQ(m.phase(), P::kStreaming);
+  EXPECT_FALSE(m.stream_started()) << "started already";
+  EXPECT_EQ(m.phase(), P::kStreaming);
+  // A stop, a failure or a rewind while the session was set up: START_REPLICATION changes none.
+  for (const P meanwhile : {P::kStopping, P::kFailed, P::kRewinding}) {
+    RunMachine n = at(meanwhile);
+    EXPECT_FALSE(n.stream_started());
+    EXPECT_EQ(n.phase(), meanwhile);
+  }
+}
+
 }  // namespace

@@ -45,7 +45,7 @@ class RecordSink {
   // Nothing left (the relay ends).
   virtual void reset() = 0;
   // The relay's own delivery deadline (-X message.timeout.ms in at-least-once mode, taken from
-  // librdkafka: see Relay's watch_deliveries()); none: the sink's own.
+  // librdkafka: see SinkReports::watch_deliveries()); none: the sink's own.
   virtual std::optional<std::chrono::milliseconds> delivery_timeout() const { return {}; }
   // What to check when the broker refuses the relay's credentials or certificate.
   virtual std::string refusal_advice() const = 0;

@@ -44,6 +44,10 @@ class RunMachine {
   // kConnecting).
   void to(RunPhase to);
 
+  // START_REPLICATION succeeded: kConnecting -> kStreaming, true. A stop, a failure or a rewind
+  // that came while the session was set up keeps its phase (false): the stream loop then ends at
+  // once.
+  bool stream_started();
   // A stop is asked for: kStopping, from any phase but kFailed (there, only recorded: the
   // stop's deadlines apply to the failure's end). False when one was asked for already.
   bool request_stop();
