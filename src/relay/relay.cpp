@@ -19,6 +19,7 @@
 #include "outbox/relay/pipeline.hpp"
 #include "outbox/relay/progress_record.hpp"
 #include "outbox/relay/progress_store.hpp"
+#include "outbox/relay/reconnect.hpp"
 #include "outbox/relay/record_sink.hpp"
 #include "outbox/relay/run_machine.hpp"
 #include "outbox/relay/sink_factory.hpp"
@@ -81,7 +82,7 @@ class Relay::Impl : private Transactions::Host {
             },
             [this](const StatusReporter::Positions& p) { return send_status(p); }),
         backoff_timer_(io),
-        rng_(std::random_device{}()),
+        reconnect_(std::random_device{}()),
         recorder_(
             io.get_executor(), config_.slot, log_,
             {[this] { return progress_check_.records_progress() && progress_check_.verified(); },
@@ -135,12 +136,10 @@ class Relay::Impl : private Transactions::Host {
   }
 
   awaitable<int> run() {
-    int attempt = 0;
-    bool standby_logged = false;
     while (!run_.ending()) {
       bool streamed = false;
       std::string reason;
-      if (!standby_logged) set_state(State::kConnecting, "connecting to PostgreSQL");
+      if (!reconnect_.standby_logged()) set_state(State::kConnecting, "connecting to PostgreSQL");
       try {
         co_await session_.run(streamed);
       } catch (const FatalError& f) {
@@ -151,10 +150,9 @@ class Relay::Impl : private Transactions::Host {
         } else if (pg::classify(e) == pg::ErrorKind::kSlotInUse) {
           reason = "slot in use by another connection";
           set_state(State::kStandby, "standby: " + std::string(e.what()));
-          if (!standby_logged) {
+          if (reconnect_.standby_first()) {
             log_->info("event=standby slot={} reason={}: waiting to take over", config_.slot,
                        quoted(e.what()));
-            standby_logged = true;
           }
         } else {
           reason = e.what();
@@ -186,24 +184,21 @@ class Relay::Impl : private Transactions::Host {
         reports_.rewind();
         reason = "rewinding after the producer stopped";
         // Rewinds that make no progress back off like failed connections.
-        rewind_without_progress = confirm_lsn() <= last_rewind_at_;
-        last_rewind_at_ = confirm_lsn();
+        rewind_without_progress = reconnect_.rewound_without_progress(confirm_lsn());
       }
       run_.to(RunPhase::kConnecting);  // the next session
       ++metrics_.reconnects;
       if (metrics_.state != State::kStandby) set_state(State::kConnecting, reason);
-      if (streamed && !rewind_without_progress) {
-        attempt = 0;
-        standby_logged = false;
-      }
       // A standby retries at a steady short pace so that it takes over soon after the active
       // relay lets go; other failures back off exponentially.
-      auto delay = metrics_.state == State::kStandby ? jittered(1000) : backoff(attempt++);
-      if (metrics_.state != State::kStandby) {
-        log_->warn("event=reconnect slot={} attempt={} in_ms={} reason={}", config_.slot, attempt,
-                   delay.count(), quoted(reason));
+      const bool standby = metrics_.state == State::kStandby;
+      const Reconnect::Next next =
+          reconnect_.after_session(streamed, rewind_without_progress, standby);
+      if (!standby) {
+        log_->warn("event=reconnect slot={} attempt={} in_ms={} reason={}", config_.slot,
+                   next.attempt, next.delay.count(), quoted(reason));
       }
-      backoff_timer_.expires_after(delay);
+      backoff_timer_.expires_after(next.delay);
       boost::system::error_code ec;
       co_await backoff_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
     }
@@ -271,15 +266,8 @@ class Relay::Impl : private Transactions::Host {
     reports_.attach(producers_.get(), progress_.get());
   }
 
-  std::chrono::milliseconds backoff(int attempt) override {
-    // Capped exponential backoff with jitter, so several relays do not retry in lockstep.
-    return jittered(std::min<std::int64_t>(30'000, 200LL << std::min(attempt, 8)));
-  }
-
-  std::chrono::milliseconds jittered(std::int64_t base_ms) {
-    std::uniform_int_distribution<std::int64_t> jitter(base_ms / 2, base_ms);
-    return std::chrono::milliseconds(jitter(rng_));
-  }
+  // Capped exponential backoff with jitter, so several relays do not retry in lockstep.
+  std::chrono::milliseconds backoff(int attempt) override { return reconnect_.backoff(attempt); }
 
   void set_state(State s, std::string reason) {
     metrics_.state = s;
@@ -429,7 +417,7 @@ class Relay::Impl : private Transactions::Host {
   ChangeWait change_;
   StatusReporter status_;
   asio::steady_timer backoff_timer_;
-  std::mt19937_64 rng_;
+  Reconnect reconnect_;  // the pace between sessions (reconnect.hpp)
   // The life-cycle: connecting, streaming, rewinding, stopping, failed (run_machine.hpp).
   RunMachine run_;
   // The server across sessions: system, timeline and history, standby, the slot held.
@@ -438,7 +426,6 @@ class Relay::Impl : private Transactions::Host {
   Clock::time_point stop_deadline_;       // a stop's end (--shutdown-timeout after it began)
   // At-least-once: the progress record written as the slot is confirmed (progress_recorder.hpp).
   ProgressRecorder recorder_;
-  Lsn last_rewind_at_;  // confirmed position at the last rewind
   Metrics metrics_;
   // The Pipeline's sink over the broker's, and the broker's reports answered (sink_reports.hpp).
   SinkReports reports_;
