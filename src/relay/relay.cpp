@@ -118,8 +118,7 @@ class Relay::Impl : private Transactions::Host {
                  {run_, server_, pipeline_, checker_, progress_check_, status_, change_, reports_,
                   stream_, stop_, metrics_},
                  {[this] { return leaving(); }, [this](Fatal f) { fail(std::move(f)); },
-                  [this](Lsn from, Lsn to, std::uint32_t old) { ghosts(from, to, old); },
-                  [this] { return stop_deadline_; }}) {
+                  [this](Lsn from, Lsn to, std::uint32_t old) { ghosts(from, to, old); }}) {
     // Made here so that a bad setting of the broker's fails before anything runs.
     make_sink();
     if (exactly_once()) {
@@ -241,13 +240,11 @@ class Relay::Impl : private Transactions::Host {
   const RelayConfig& config() const { return config_; }
 
   void request_stop() {
-    if (!run_.request_stop()) return;
-    set_state(State::kStopping, "stopping");
-    log_->info("event=stopping slot={}", config_.slot);
     // Half the shutdown timeout for reading to the end of the transaction at hand, the rest for
     // its deliveries (see finishing_transaction() and StopSequence).
-    stop_read_deadline_ = Clock::now() + config_.shutdown_timeout / 2;
-    stop_deadline_ = Clock::now() + config_.shutdown_timeout;
+    if (!run_.request_stop(Clock::now(), config_.shutdown_timeout)) return;
+    set_state(State::kStopping, "stopping");
+    log_->info("event=stopping slot={}", config_.slot);
     wake_all();
   }
 
@@ -294,7 +291,7 @@ class Relay::Impl : private Transactions::Host {
   // sends none of it again.
   bool finishing_transaction() const {
     return run_.stopping() && !pipeline_.rewinding() && pipeline_.in_transaction() &&
-           Clock::now() < stop_read_deadline_;
+           Clock::now() < run_.stop_read_until();
   }
   // The stream loop ends: leaving, unless a stop lets the transaction at hand finish.
   bool stream_ends() const { return leaving() && !finishing_transaction(); }
@@ -357,7 +354,7 @@ class Relay::Impl : private Transactions::Host {
         config_.slot, old_timeline, from.to_string(), to.to_string(), old_timeline,
         from.to_string());
   }
-  Clock::time_point stop_deadline() const override { return stop_deadline_; }
+  Clock::time_point stop_deadline() const override { return run_.stop_deadline(); }
   bool failed() const override { return run_.failed(); }
   void waiting_for_broker(const std::string& reason) override {
     set_state(State::kConnecting, reason);
@@ -422,8 +419,6 @@ class Relay::Impl : private Transactions::Host {
   RunMachine run_;
   // The server across sessions: system, timeline and history, standby, the slot held.
   ServerHistory server_{config_.slot, log_};
-  Clock::time_point stop_read_deadline_;  // see finishing_transaction()
-  Clock::time_point stop_deadline_;       // a stop's end (--shutdown-timeout after it began)
   // At-least-once: the progress record written as the slot is confirmed (progress_recorder.hpp).
   ProgressRecorder recorder_;
   Metrics metrics_;

@@ -58,9 +58,11 @@ bool RunMachine::stream_started() {
   return true;
 }
 
-bool RunMachine::request_stop() {
+bool RunMachine::request_stop(Clock::time_point now, std::chrono::milliseconds timeout) {
   if (stop_requested_) return false;
   stop_requested_ = true;
+  stop_read_until_ = now + timeout / 2;
+  stop_deadline_ = now + timeout;
   if (phase_ != RunPhase::kFailed) to(RunPhase::kStopping);
   return true;
 }

@@ -87,7 +87,7 @@ awaitable<void> Session::run(bool& streamed) {
     hooks_.fail({kExitError, std::string("broken invariant: ") + e.what()});
   }
   // Only stop or failure leave the loop normally: run the stop sequence.
-  co_await p_.stop.run(*conn_, p_.run.stop_requested() ? hooks_.stop_deadline()
+  co_await p_.stop.run(*conn_, p_.run.stop_requested() ? p_.run.stop_deadline()
                                                        : Clock::now() + config_.shutdown_timeout);
 }
 

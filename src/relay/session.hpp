@@ -64,7 +64,6 @@ class Session {
     std::function<void(Fatal)> fail;
     // The broker holds events of `old_timeline` past its switch point (ServerHistory::Ghosts).
     ServerHistory::Ghosts ghosts;
-    std::function<Clock::time_point()> stop_deadline;  // a stop's end, once one was asked for
   };
 
   Session(boost::asio::any_io_executor io, const RelayConfig& config,

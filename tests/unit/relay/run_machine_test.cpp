@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -109,18 +110,27 @@ TEST(RunMachine, ARefusalIsCarriedByTheFailure) {
 
 TEST(RunMachine, AStopIsAskedForOnceAndAFailureAfterItKeepsItsDeadlines) {
   RunMachine m = at(P::kStreaming);
-  EXPECT_TRUE(m.request_stop());
+  const RunMachine::Clock::time_point t0{std::chrono::seconds(1000)};
+  EXPECT_TRUE(m.request_stop(t0, std::chrono::milliseconds(30'000)));
   EXPECT_EQ(m.phase(), P::kStopping);
   EXPECT_TRUE(m.stopping());
-  EXPECT_FALSE(m.request_stop()) << "a second SIGTERM does nothing";
+  // Half the timeout to read to the end of the transaction at hand, all of it for the stop.
+  EXPECT_EQ(m.stop_read_until(), t0 + std::chrono::seconds(15));
+  EXPECT_EQ(m.stop_deadline(), t0 + std::chrono::seconds(30));
+  EXPECT_FALSE(m.request_stop(t0 + std::chrono::seconds(5), std::chrono::milliseconds(30'000)))
+      << "a second SIGTERM does nothing";
+  EXPECT_EQ(m.stop_deadline(), t0 + std::chrono::seconds(30)) << "nor moves the deadline";
   EXPECT_TRUE(m.fail({1, "fatal error while stopping"}));
   EXPECT_FALSE(m.stopping());
   EXPECT_TRUE(m.stop_requested());
+  EXPECT_EQ(m.stop_deadline(), t0 + std::chrono::seconds(30));
 }
 
 TEST(RunMachine, AStopAfterAFailureIsRecordedOnly) {
   RunMachine m = at(P::kFailed);
-  EXPECT_TRUE(m.request_stop());
+  const RunMachine::Clock::time_point t0{std::chrono::seconds(1000)};
+  EXPECT_TRUE(m.request_stop(t0, std::chrono::milliseconds(10'000)));
+  EXPECT_EQ(m.stop_deadline(), t0 + std::chrono::seconds(10)) << "the failure's end is bounded";
   EXPECT_EQ(m.phase(), P::kFailed);
   EXPECT_TRUE(m.stop_requested());
 }
@@ -146,7 +156,7 @@ TEST(RunMachine, ARewindWhileStoppingIsAnsweredOnceAndTheStopGoesOn) {
 TEST(RunMachine, AStopDuringARewindKeepsItsAnswer) {
   RunMachine m = at(P::kRewinding);
   ASSERT_TRUE(m.rewind_answered());
-  EXPECT_TRUE(m.request_stop());
+  EXPECT_TRUE(m.request_stop(RunMachine::Clock::now(), std::chrono::milliseconds(30'000)));
   EXPECT_EQ(m.phase(), P::kStopping);
   EXPECT_FALSE(m.answer_rewind());
 }

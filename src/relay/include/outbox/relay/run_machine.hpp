@@ -3,11 +3,12 @@
 // session set up, the stream started, a rewind, a stop, a failure); an invalid transition is a
 // broken invariant (std::logic_error, exit 1), never silently taken. Beside the phase it keeps
 // what the phases carry: the failure (exit code, message; the broker refused the relay's
-// credentials), whether a stop was asked for (its deadlines hold even when the relay failed
-// since), and whether the relay answered the rewind under way (once: halting the sink, waking
-// every wait). No I/O: unit-tested in tests/unit/relay/run_machine_test.cpp.
+// credentials), whether a stop was asked for and its deadlines (they hold even when the relay
+// failed since), and whether the relay answered the rewind under way (once: halting the sink,
+// waking every wait). No I/O: unit-tested in tests/unit/relay/run_machine_test.cpp.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string_view>
 
@@ -36,6 +37,8 @@ std::string_view to_string(RunPhase phase);
 
 class RunMachine {
  public:
+  using Clock = std::chrono::steady_clock;
+
   RunPhase phase() const { return phase_; }
   // Whether `from` -> `to` is a transition of the life-cycle.
   static bool allowed(RunPhase from, RunPhase to);
@@ -48,9 +51,11 @@ class RunMachine {
   // that came while the session was set up keeps its phase (false): the stream loop then ends at
   // once.
   bool stream_started();
-  // A stop is asked for: kStopping, from any phase but kFailed (there, only recorded: the
-  // stop's deadlines apply to the failure's end). False when one was asked for already.
-  bool request_stop();
+  // A stop is asked for at `now`, with --shutdown-timeout `timeout`: kStopping, from any phase
+  // but kFailed (there, only recorded: the stop's deadlines apply to the failure's end). Its
+  // deadlines: half the timeout for reading to the end of the transaction at hand, all of it for
+  // the stop's end. False when one was asked for already (the first one's deadlines stay).
+  bool request_stop(Clock::time_point now, std::chrono::milliseconds timeout);
   // The first failure wins: kFailed with it (from any phase); false when failed already.
   // `broker_refused`: the broker refused the relay's credentials or certificate (nothing more
   // can be acknowledged: the stop sequence does not wait for deliveries).
@@ -62,6 +67,10 @@ class RunMachine {
   bool answer_rewind();
 
   bool stop_requested() const { return stop_requested_; }
+  // A stop's deadlines (request_stop()): reading on to the end of the transaction at hand, and
+  // the stop sequence's end.
+  Clock::time_point stop_read_until() const { return stop_read_until_; }
+  Clock::time_point stop_deadline() const { return stop_deadline_; }
   bool stopping() const { return phase_ == RunPhase::kStopping; }  // a stop, no failure
   bool failed() const { return phase_ == RunPhase::kFailed; }
   bool ending() const { return stopping() || failed(); }  // no session follows this one
@@ -74,6 +83,8 @@ class RunMachine {
   std::optional<Fatal> fatal_;
   bool broker_refused_ = false;
   bool stop_requested_ = false;
+  Clock::time_point stop_read_until_;
+  Clock::time_point stop_deadline_;
   bool rewind_answered_ = false;
 };
 
