@@ -10,7 +10,9 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -200,6 +202,12 @@ INSTANTIATE_TEST_SUITE_P(
 // The periodic check runs beside the stream: while the catalog is slow to answer (a lock held on
 // pg_publication by another session), the io_context goes on (a timer keeps firing) and the
 // verified position stays; once the catalog answers, the check ends and moves it.
+// Asserted by conditions, not by a count of ticks in a wall-clock window (at load 33 a 10 ms
+// ticker fired 14 times in 500 ms): once PostgreSQL shows the check waiting on the lock, the
+// ticker must advance by kTurns while the lock is still held, and the check must not have ended.
+// A check that blocked the io thread would never let the ticker advance: a watchdog thread ends
+// the lock after 60 s so that such a check fails the test (the lock was no longer held when the
+// ticks came) instead of hanging it.
 TEST_F(PublicationCheckerTest, TheBackgroundCheckRunsBesideABusyIoContext) {
   config_.publication_check_interval = 100ms;
   ASSERT_NO_FATAL_FAILURE(expect_passes());
@@ -209,32 +217,59 @@ TEST_F(PublicationCheckerTest, TheBackgroundCheckRunsBesideABusyIoContext) {
   outbox_test::PgClient locker(conninfo_);
   locker.exec("BEGIN; LOCK TABLE pg_catalog.pg_publication IN ACCESS EXCLUSIVE MODE");
   std::atomic<bool> locked{true};
-  outbox_test::ScopeGuard unlock([&] {
+  const auto unlock = [&] {
     if (locked.exchange(false)) locker.exec("ROLLBACK");
+  };
+  std::mutex watchdog_mutex;
+  std::condition_variable watchdog_cv;
+  bool watchdog_done = false;
+  std::thread watchdog([&] {
+    std::unique_lock lock(watchdog_mutex);
+    if (!watchdog_cv.wait_for(lock, 60s, [&] { return watchdog_done; })) unlock();
+  });
+  outbox_test::ScopeGuard end_watchdog([&] {
+    {
+      std::lock_guard lock(watchdog_mutex);
+      watchdog_done = true;
+    }
+    watchdog_cv.notify_one();
+    watchdog.join();
+    unlock();
   });
 
   checker_->schedule();
   ASSERT_TRUE(run_until(
-      io_, [&] { return checker_->due(); }, 5s))
+      io_, [&] { return checker_->due(); }, 30s))
       << "no check became due";
   EXPECT_GE(stream_wakes_, 1) << "a check due wakes the stream";
   checker_->on_stream_turn();  // starts the check in the background and returns
   EXPECT_FALSE(checker_->due());
 
   Ticker ticker(io_, 10ms);
-  // The check waits on the lock: the io_context turns for 500 ms meanwhile.
-  const auto until = std::chrono::steady_clock::now() + 500ms;
-  run_until(
-      io_, [&] { return std::chrono::steady_clock::now() >= until; }, 1s);
-  EXPECT_GE(ticker.ticks(), 25) << "the io_context stood still while the catalog was locked";
+  const auto check_waits_on_lock = [&] {
+    const auto waiting = pg_->scalar(
+        "SELECT count(*)::text FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
+        "datname = current_database() AND query LIKE '%pg_publication%' AND pid <> "
+        "pg_backend_pid()");
+    return waiting.value_or("0") != "0";
+  };
+  // The check reaches PostgreSQL and waits on the lock, the io_context turning meanwhile.
+  ASSERT_TRUE(run_until(io_, check_waits_on_lock, 30s))
+      << "the check was not seen waiting on the catalog's lock";
+  // From there the io_context keeps turning: the ticker advances while the lock is held.
+  constexpr int kTurns = 25;
+  const int at_wait = ticker.ticks();
+  ASSERT_TRUE(run_until(
+      io_, [&] { return ticker.ticks() >= at_wait + kTurns; }, 30s))
+      << "the io_context stood still while the catalog was locked (" << ticker.ticks() - at_wait
+      << " ticks)";
+  EXPECT_TRUE(locked) << "the ticks came only after the watchdog ended the lock: the check "
+                         "blocked the io thread";
   EXPECT_EQ(pipeline_->verified(), first) << "the check passed while the catalog was locked";
-  const auto waiting = pg_->scalar(
-      "SELECT count(*)::text FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
-      "datname = current_database()");
-  EXPECT_NE(waiting.value_or("0"), "0") << "the check was not waiting on the catalog's lock";
+  EXPECT_EQ(metrics_.publication_checks, 1u) << "the check ended while the catalog was locked";
+  EXPECT_TRUE(check_waits_on_lock()) << "the check stopped waiting while the lock was held";
 
-  locked = false;
-  locker.exec("ROLLBACK");
+  unlock();
   ASSERT_TRUE(run_until(
       io_, [&] { return pipeline_->verified() > first; }, 30s))
       << "the background check did not end within 30 s of the catalog's answer";
