@@ -86,6 +86,31 @@ Flag progress_table_flag(std::optional<sinks::ProgressTableName>& target, std::s
       .defer();
 }
 
+// --aws-region and --aws-endpoint of setup and reconcile (run's own say more), into both sinks'
+// options: one region and endpoint for whichever AWS service the command names.
+Table aws_endpoint_flags(aws::SqsSinkOptions& sqs, aws::EventBridgeSinkOptions& eventbridge) {
+  // The setter of one field in both.
+  const auto both = [&sqs, &eventbridge](std::string aws::SqsSinkOptions::*in_sqs,
+                                         std::string aws::EventBridgeSinkOptions::*in_events) {
+    return [&sqs, &eventbridge, in_sqs, in_events](const std::string&, const std::string& v) {
+      sqs.*in_sqs = v;
+      eventbridge.*in_events = v;
+    };
+  };
+  return {
+      {"--aws-region", "REGION",
+       "with --sqs or --eventbridge: the AWS region, as for run (default:\n"
+       "AWS_REGION, AWS_DEFAULT_REGION, the profile's, else the queue URL's or\n"
+       "the bus ARN's)",
+       both(&aws::SqsSinkOptions::region, &aws::EventBridgeSinkOptions::region)},
+      {"--aws-endpoint", "URL",
+       "with --sqs or --eventbridge: the service's endpoint, as for run (default:\n"
+       "AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL_EVENTS, then AWS_ENDPOINT_URL,\n"
+       "else SQS's queue URL's scheme and host, EventBridge's regional endpoint)",
+       both(&aws::SqsSinkOptions::endpoint_url, &aws::EventBridgeSinkOptions::endpoint_url)},
+  };
+}
+
 // Where prune and status read the relay's progress record.
 Table progress_record_flags(ProgressRecordFlags& o, std::string brokers_help) {
   Table table = {
@@ -243,9 +268,10 @@ Table run_flags(Options& o) {
                   "the outbox's time column (e.g. created_at): a slot the progress record\n"
                   "shows was dropped or made anew while the relay was down is made, then\n"
                   "the rows of the gap Kafka or JetStream lacks are published from the\n"
-                  "table, in commit order, before streaming (docs/failures.md). Only for an\n"
-                  "outbox whose rows stay until prune removes them. Default: such a gap\n"
-                  "stops the relay (exit 4)")
+                  "table, in commit order, before streaming (docs/failures.md); with --sqs\n"
+                  "or --eventbridge, which cannot be read back, every row of the window is\n"
+                  "sent again (at least once; docs/aws.md). Only for an outbox whose rows\n"
+                  "stay until prune removes them. Default: such a gap stops the relay (exit 4)")
           .defer(),
       flags::duration("--gap-repair-margin", o.gap_repair_margin,
                       "how far before the progress record's time the gap repair reads the\n"
@@ -517,28 +543,15 @@ Table setup_flags(SetupOptions& o) {
       flags::text("--eventbridge-dlq", "BUS", o.eventbridge.dlq_bus,
                   "with --eventbridge: the relay's dead-letter bus (run --eventbridge-dlq),\n"
                   "checked too"),
-      {"--aws-region", "REGION",
-       "with --sqs or --eventbridge: the AWS region, as for run (default:\n"
-       "AWS_REGION, AWS_DEFAULT_REGION, the profile's, else the queue URL's or\n"
-       "the bus ARN's)",
-       [&o](const std::string&, const std::string& v) {
-         o.sqs.region = v;
-         o.eventbridge.region = v;
-       }},
-      {"--aws-endpoint", "URL",
-       "with --sqs or --eventbridge: the service's endpoint, as for run (default:\n"
-       "AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL_EVENTS, then AWS_ENDPOINT_URL,\n"
-       "else SQS's queue URL's scheme and host, EventBridge's regional endpoint)",
-       [&o](const std::string&, const std::string& v) {
-         o.sqs.endpoint_url = v;
-         o.eventbridge.endpoint_url = v;
-       }},
       progress_table_flag(o.progress_table,
                           "create the PostgreSQL table of the relay's progress record that\n"
                           "`run --sqs` or --eventbridge keeps (a TABLE alone is in the --table's\n"
                           "schema; the relay's default: outbox_relay_progress; docs/aws.md)"),
       help_flag(o.help),
   };
+  Table aws = aws_endpoint_flags(o.sqs, o.eventbridge);
+  stream.insert(stream.end() - 2, std::make_move_iterator(aws.begin()),
+                std::make_move_iterator(aws.end()));
   table.insert(table.end(), std::make_move_iterator(stream.begin()),
                std::make_move_iterator(stream.end()));
   return table;
@@ -680,6 +693,20 @@ Table reconcile_table(ReconcileOptions& o) {
                           "capturing the subjects; messages stored since - margin)");
   table.insert(table.end(), std::make_move_iterator(nats.begin()),
                std::make_move_iterator(nats.end()));
+  Table aws = {
+      flags::text("--sqs", "QUEUE_URL", o.sqs.queue_url,
+                  "the Amazon SQS queue `run --sqs` publishes to, instead of Kafka: it\n"
+                  "cannot be read back, so nothing is compared and --repair (required)\n"
+                  "sends every row of the window again, as the relay sends it"),
+      flags::text("--eventbridge", "BUS", o.eventbridge.bus,
+                  "the Amazon EventBridge bus `run --eventbridge` publishes to, instead\n"
+                  "of Kafka: as --sqs, --repair sends the whole window again"),
+  };
+  Table endpoint = aws_endpoint_flags(o.sqs, o.eventbridge);
+  aws.insert(aws.end(), std::make_move_iterator(endpoint.begin()),
+             std::make_move_iterator(endpoint.end()));
+  table.insert(table.end(), std::make_move_iterator(aws.begin()),
+               std::make_move_iterator(aws.end()));
   table.push_back(help_flag(o.help));
   // The relay's mapping rows (run's), so that a repaired record is built as the relay builds it.
   Table mapping =

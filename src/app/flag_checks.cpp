@@ -229,16 +229,6 @@ void check_run(const Options& o) {
                           "record with the events)");
   }
   if (!o.gap_repair_column.empty()) {
-    if (!o.sinks.eventbridge.bus.empty()) {
-      throw flags::rejected("--gap-repair-column",
-                            "needs --brokers or --nats (the repair reads the broker back; "
-                            "EventBridge cannot be read: a gap stops the relay, exit 4)");
-    }
-    if (!o.sinks.sqs.queue_url.empty()) {
-      throw flags::rejected("--gap-repair-column",
-                            "needs --brokers or --nats (the repair reads the broker back; SQS "
-                            "cannot be read: a gap stops the relay, exit 4)");
-    }
     if (m.table.empty() || (!m.message_prefix.empty() && !o.table_given)) {
       throw flags::rejected("--gap-repair-column",
                             "needs --table (messages leave no rows to repair from)");
@@ -348,9 +338,26 @@ void check_setup(const SetupOptions& o) {
 
 void check_reconcile(const ReconcileOptions& o) {
   const auto& n = o.nats;
-  if (n.urls.empty()) {
+  if (o.resend()) {
+    const char* flag = o.sqs.queue_url.empty() ? "--eventbridge" : "--sqs";
+    if (!o.sqs.queue_url.empty() && !o.eventbridge.bus.empty()) {
+      throw flags::rejected("--sqs", "cannot be used with --eventbridge (one destination)");
+    }
+    if (!o.brokers.empty() || !n.urls.empty()) {
+      throw flags::rejected(flag, "cannot be used with --brokers or --nats (one destination)");
+    }
+    if (!o.properties.empty() || !o.kafka_config.empty()) {
+      throw flags::rejected(flag, "cannot be used with -X or --kafka-config (Kafka settings)");
+    }
+    if (!o.repair) {
+      throw flags::rejected(flag,
+                            "needs --repair (it cannot be read back: nothing can be compared, "
+                            "the whole window is sent again)");
+    }
+  } else if (n.urls.empty()) {
     if (o.brokers.empty()) {
-      throw flags::rejected("--brokers", "required (HOST:PORT[,...]), or --nats for JetStream");
+      throw flags::rejected("--brokers",
+                            "required (HOST:PORT[,...]), or --nats, --sqs or --eventbridge");
     }
     const std::pair<const std::string*, const char*> nats_only[] = {
         {&n.credentials_file, "--nats-creds"},
@@ -399,7 +406,7 @@ void check_prune(const PruneOptions& o) {
   if (o.without_progress_record && o.progress.where.given()) {
     throw flags::rejected("--without-progress-record",
                           std::string("it trusts the slot alone, and ") +
-                              (o.progress.where.pg_table        ? "--progress-table"
+                              (o.progress.where.pg_table          ? "--progress-table"
                                : o.progress.where.brokers.empty() ? "--nats"
                                                                   : "--brokers") +
                               " names a progress record");

@@ -64,10 +64,22 @@ int repair_slot_gap(const Options& options, relay::RelayConfig& config) {
   try {
     pg::AdminSession db(config.conninfo);
     std::optional<pg::SlotInfo> slot = db.slot(config.slot);
+    const auto& sqs = options.sinks.sqs;
+    const auto& eventbridge = options.sinks.eventbridge;
+    // SQS and EventBridge cannot be read back: the whole window is sent again.
+    const bool resend = !sqs.queue_url.empty() || !eventbridge.bus.empty();
     const bool nats = !options.sinks.nats.urls.empty();
-    const char* broker = nats ? "JetStream" : "Kafka";
+    const char* broker = !sqs.queue_url.empty()     ? "SQS"
+                         : !eventbridge.bus.empty() ? "EventBridge"
+                         : nats                     ? "JetStream"
+                                                    : "Kafka";
     sinks::ProgressLocation where;
-    if (nats) {
+    if (resend) {
+      sinks::ProgressTableName table = options.sinks.progress_table;
+      if (table.schema.empty()) table.schema = config.mapper.schema;
+      where.pg_table = table;
+      where.pg_conninfo = config.conninfo;
+    } else if (nats) {
       where.nats = options.sinks.nats;
       where.nats_bucket = options.sinks.nats_progress_bucket;
     } else {
@@ -162,16 +174,20 @@ int repair_slot_gap(const Options& options, relay::RelayConfig& config) {
     r.repair = true;
     r.properties = options.sinks.kafka.properties;
     if (nats) r.nats = options.sinks.nats;
+    r.sqs = sqs;
+    r.eventbridge = eventbridge;
     r.margin = options.gap_repair_margin;
     r.timeout = config.connect_timeout;
     spdlog::warn(
         "event=slot_gap_found slot={} recorded={} slot_confirmed={} since={} until={}: the "
-        "slot was {} while the relay was down; publishing the outbox rows of {} between those "
-        "times that {} lacks, before streaming",
+        "slot was {} while the relay was down; publishing {} outbox rows of {} between those "
+        "times {}, before streaming",
         config.slot, range_from,
         slot && slot->confirmed_flush_lsn ? slot->confirmed_flush_lsn->to_string() : "-",
         r.since.text, r.until->text, missing ? "dropped or lost" : "moved past the record",
-        options.gap_repair_column, broker);
+        resend ? "every one of the" : "the", options.gap_repair_column,
+        resend ? std::string("to ") + broker + " again (it cannot be read back: at-least-once)"
+               : std::string("that ") + broker + " lacks");
     std::ostringstream out, err;
     const int rc = lifecycle::run_reconcile(r, out, err);
     const std::string summary = last_line(out.str(), "summary ");

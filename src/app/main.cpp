@@ -1,6 +1,7 @@
 // outbox-relay: process entry. Command line, logging, signals, the metrics endpoint and the
 // summary line; the relay does the rest. `setup`, `status`, `drop`, `reconcile` and `prune` are
 // one-shot commands.
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -397,6 +398,9 @@ int main(int argc, char** argv) {
       for (const std::string& w : cl.reconcile.warnings) {
         std::fprintf(stderr, "outbox-relay reconcile: warning: %s\n", w.c_str());
       }
+      // The AWS publishers log (their bus, their credentials' source): on stderr, beside
+      // reconcile's progress, so that stdout stays its report.
+      if (cl.reconcile.resend()) spdlog::set_default_logger(spdlog::stderr_color_mt("reconcile"));
       return outbox::lifecycle::run_reconcile(cl.reconcile, std::cout, std::cerr);
     case outbox::app::Command::kPrune:
       if (cl.prune.help) break;

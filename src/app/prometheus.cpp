@@ -179,7 +179,7 @@ const std::vector<Family>& families() {
       single("outbox_relay_slot_gaps_repaired_total", kCounter,
              "Starts that went on past a loss the progress record showed (a slot gone, or one "
              "confirmed past the record) after the outbox rows of the gap that the broker (Kafka "
-             "or JetStream) lacked were "
+             "or JetStream) lacked, or with SQS and EventBridge every row of the window, were "
              "published from the table (--gap-repair-column; event=slot_gap_repaired names the "
              "range and the counts).",
              [](const M& m) { return m.slot_gaps_repaired; }),

@@ -24,6 +24,7 @@
 #include "outbox/pg/cursor.hpp"
 #include "outbox/pg/window_scan.hpp"
 #include "outbox/relay/event_record.hpp"
+#include "outbox/sinks/sinks.hpp"
 
 namespace outbox::lifecycle {
 namespace {
@@ -248,13 +249,20 @@ namespace outbox::lifecycle {
 namespace {
 
 // Publishes repaired events with the relay's producer (its defaults: idempotent, acks=all,
-// murmur2_random, no delivery deadline), or with JetStream the relay's publisher (Nats-Msg-Id =
-// the id), on a private io_context, a bounded number at a time.
+// murmur2_random, no delivery deadline), with JetStream the relay's publisher (Nats-Msg-Id =
+// the id), or with SQS or EventBridge the relay's sink (sinks::make_aws_record_sink: SQS's FIFO
+// group = the key, deduplication id = the id), on a private io_context, a bounded number at a
+// time.
 class Repairer {
  public:
   // Throws kafka::ConfigError or nats::ConfigError (a bad setting; JetStream: no server).
   Repairer(const ReconcileOptions& o, std::ostream& out) : out_(out), timeout_(o.timeout) {
-    if (o.nats.urls.empty()) {
+    if (o.resend()) {
+      aws_ = sinks::make_aws_record_sink(io_.get_executor(), o.sqs, o.eventbridge,
+                                         {[this](const sink::Delivery& d) { on_delivery(d); },
+                                          [this](const std::string& e) { fatal_ = e; },
+                                          [this](const std::string& e) { fatal_ = e; }});
+    } else if (o.nats.urls.empty()) {
       kafka_ = std::make_unique<kafka::Producer>(
           io_.get_executor(), kafka::ProducerConfig{o.brokers, o.properties, {}},
           [this](const kafka::Delivery& d) { on_delivery(d); },
@@ -284,8 +292,9 @@ class Repairer {
     const std::size_t bytes = (ev.value ? ev.value->size() : 0) + (ev.key ? ev.key->size() : 0);
     const std::uint64_t opaque = next_opaque_++;
     for (;;) {
-      const kafka::ProduceResult r =
-          kafka_ ? kafka_->produce(record, opaque) : nats_->produce(record, opaque);
+      const kafka::ProduceResult r = aws_     ? aws_->produce(record, opaque, false)
+                                     : kafka_ ? kafka_->produce(record, opaque)
+                                              : nats_->produce(record, opaque);
       switch (r.status) {
         case kafka::ProduceStatus::kQueued:
           if (in_flight_.empty()) last_progress_ = Clock::now();
@@ -294,7 +303,7 @@ class Repairer {
           return true;
         case kafka::ProduceStatus::kQueueFull: {
           const std::size_t before = in_flight_.size();
-          if (before == 0) {  // JetStream: the connection is not up yet
+          if (before == 0) {  // JetStream: the connection is not up yet; SQS: its attributes
             if (fatal_ || Clock::now() - last_progress_ >= timeout_) return false;
             if (io_.stopped()) io_.restart();
             io_.run_one_for(std::chrono::milliseconds(10));
@@ -342,7 +351,10 @@ class Repairer {
     auto it = in_flight_.find(d.opaque);
     if (it == in_flight_.end()) return;
     last_progress_ = Clock::now();
-    if (d.ok) {
+    if (d.ok && aws_) {
+      ++acknowledged_;
+      out_ << "resent id=" << field_value(it->second.id) << " topic=" << d.topic << '\n';
+    } else if (d.ok) {
       ++acknowledged_;
       out_ << "repaired id=" << field_value(it->second.id) << " topic=" << d.topic
            << " partition=" << d.partition << " offset=" << d.offset << '\n';
@@ -369,6 +381,7 @@ class Repairer {
   // Last: destroyed first, while the handlers' state still lives. One of them.
   std::unique_ptr<kafka::Producer> kafka_;
   std::unique_ptr<nats::Publisher> nats_;
+  std::unique_ptr<relay::RecordSink> aws_;
 };
 
 }  // namespace
@@ -440,6 +453,10 @@ class Reconciliation {
       scan(session, mapper);
       if (nats()) {
         read_nats();
+      } else if (o_.resend()) {
+        err_ << "reconcile: " << broker()
+             << " cannot be read back: nothing is compared, every row of the window is sent "
+                "again (at-least-once)\n";
       } else {
         read_kafka();
       }
@@ -579,7 +596,11 @@ class Reconciliation {
   }
 
   bool nats() const { return !o_.nats.urls.empty(); }
-  const char* broker() const { return nats() ? "JetStream" : "Kafka"; }
+  const char* broker() const {
+    if (!o_.sqs.queue_url.empty()) return "SQS";
+    if (!o_.eventbridge.bus.empty()) return "EventBridge";
+    return nats() ? "JetStream" : "Kafka";
+  }
 
   // 2, with JetStream: the messages stored on each subject from the window's start less the
   // margin (JetStream's storage time: the publisher sets no time of its own), headers only.
@@ -660,7 +681,8 @@ class Reconciliation {
         }
         ++listed_;
         ids_.mark_seen(ev->id);  // list a repeated id once
-        out_ << "missing id=" << field_value(std::string(ev->id)) << " aggregateid="
+        out_ << (o_.resend() ? "resend id=" : "missing id=") << field_value(std::string(ev->id))
+             << " aggregateid="
              << field_value(ev->key ? std::optional<std::string>(*ev->key) : std::nullopt)
              << " topic=" << ev->topic << " time=" << field_value(row[kOrderedTime]);
         if (tables_.size() > 1)
@@ -686,19 +708,34 @@ class Reconciliation {
   // The summary line, and the exit code.
   int summary() {
     out_ << "summary table=" << table_names_ << " since=" << window_[0] << " until=" << window_[1]
-         << " rows_scanned=" << rows_ << " topics_read=" << topics_read_;
-    if (topics_absent_ > 0) out_ << " topics_absent=" << topics_absent_;
-    out_ << " records_read=" << records_ << " missing=" << missing_
-         << " unmappable=" << unmappable_;
-    if (repairer_) {
+         << " rows_scanned=" << rows_;
+    if (o_.resend()) {
+      // Nothing read back: every id of the window counts as missing, and is sent again.
+      out_ << " destination=" << broker() << " compared=0 unmappable=" << unmappable_;
+    } else {
+      out_ << " topics_read=" << topics_read_;
+      if (topics_absent_ > 0) out_ << " topics_absent=" << topics_absent_;
+      out_ << " records_read=" << records_ << " missing=" << missing_
+           << " unmappable=" << unmappable_;
+    }
+    if (o_.resend()) {
+      // Every id of the window sent again: resent counts the acknowledged ones.
+      out_ << " resent=" << (repairer_ ? repairer_->acknowledged() : 0)
+           << " failed=" << (repairer_ ? repairer_->failed() : 0);
+      if (repairer_ && repairer_->in_flight() > 0) {
+        out_ << " unacknowledged=" << repairer_->in_flight();
+      }
+    } else if (repairer_) {
       out_ << " repaired=" << repairer_->acknowledged() << " failed=" << repairer_->failed();
       if (repairer_->in_flight() > 0) out_ << " unacknowledged=" << repairer_->in_flight();
     }
     out_ << '\n';
     out_.flush();
     if (repairer_ && repairer_->fatal()) {
-      return fail(std::string(nats() ? "JetStream publisher" : "Kafka producer") + " failed: " +
-                  *repairer_->fatal() + "; run reconcile again to see what is still missing");
+      return fail(std::string(broker()) + (nats() || o_.resend() ? " publisher" : " producer") +
+                  " failed: " + *repairer_->fatal() +
+                  (o_.resend() ? "; run reconcile again to send the window again"
+                               : "; run reconcile again to see what is still missing"));
     }
     if (stalled_) {
       return fail(std::string("no acknowledgement from ") + broker() + " for " +

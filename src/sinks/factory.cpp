@@ -140,4 +140,17 @@ std::unique_ptr<SinkFactory> make_sink_factory(SinkConfig config) {
   return std::make_unique<KafkaSinkFactory>(std::move(config.kafka));
 }
 
+std::unique_ptr<relay::RecordSink> make_aws_record_sink(
+    boost::asio::any_io_executor executor, const aws::SqsSinkOptions& sqs,
+    const aws::EventBridgeSinkOptions& eventbridge, relay::RecordSink::Handlers handlers) {
+  if (!sqs.queue_url.empty()) {
+    return std::make_unique<SqsPublishers>(executor, sqs, "", std::move(handlers));
+  }
+  if (!eventbridge.bus.empty()) {
+    return std::make_unique<EventBridgePublishers>(executor, relay::RelayConfig{}, eventbridge,
+                                                   std::move(handlers));
+  }
+  return nullptr;
+}
+
 }  // namespace outbox::sinks

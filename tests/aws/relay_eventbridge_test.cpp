@@ -354,5 +354,75 @@ TEST_F(EventBridgeRelay, SlotLossWhileDownExitsFourNamingTheRange) {
   EXPECT_FALSE(pg_->slot_exists(slot_)) << "the relay made a new slot";
 }
 
+// --gap-repair-column with EventBridge, which cannot be read back: the slot dropped while the
+// relay was down and 20 events committed meanwhile; the restart makes the slot, sends every row of
+// the window again (the 10 delivered before the loss too: resent=30, compared=0) before
+// streaming, and goes on. Through the rule's queue: every committed event at least once
+// (EventBridge keeps no order: none is asserted), the 10 delivered before the loss twice.
+TEST_F(EventBridgeRelay, SlotLossWhileDownIsRepairedBySendingTheWindowAgain) {
+  const std::vector<std::string> flags{"--gap-repair-column", "created_at"};
+  ASSERT_NO_FATAL_FAILURE(deliver_then_drop_slot(flags, 5, 10));
+  for (int t = 0; t < 4; ++t) {
+    pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 11 + t * 5, 5, false));
+  }
+  RelayProcess& restarted = start_relay(flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(restarted));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 31, 5, false));
+  const Lsn after = pg_->current_wal_lsn();
+  const auto rows = committed_rows();
+  ASSERT_EQ(rows.size(), 35u);
+  ASSERT_TRUE(expect_confirmed_reaches(after, 60s)) << tail_file(restarted.log_path(), 20);
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("event=slot_gap_found"), std::string::npos) << log;
+  EXPECT_NE(log.find("to EventBridge again (it cannot be read back: at-least-once)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("event=slot_gap_repaired"), std::string::npos) << log;
+  EXPECT_NE(log.find(" rows_scanned=30 destination=EventBridge compared=0 unmappable=0 resent=30 "
+                     "failed=0"),
+            std::string::npos)
+      << log;
+  // 10 before the loss, the window's 30 again, the 5 after the restart.
+  const std::vector<ReceivedEvent> got = read_all(*target_, 45);
+  EXPECT_GE(got.size(), 45u);
+  std::set<std::string> ids, expected;
+  for (const auto& [id, row] : rows) expected.insert(id);
+  for (const ReceivedEvent& e : got) {
+    EXPECT_TRUE(rows.contains(e.id)) << "not a committed event: " << e.detail;
+    ids.insert(e.id);
+  }
+  EXPECT_EQ(ids, expected);
+  figure("received", static_cast<std::int64_t>(got.size()));
+  EXPECT_TRUE(restarted.is_running());
+  expect_graceful_stop(restarted);
+}
+
+// reconcile --eventbridge BUS --repair: EventBridge cannot be read back, so every row of the
+// window is sent again with the relay's publisher (compared=0, resent=9): each on the bus.
+TEST_F(EventBridgeRelay, ReconcileResendsTheWholeWindow) {
+  create_outbox_table_with_time();
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 1, 9, false));
+  const CommandResult rc =
+      run_to_end(relay_bin_,
+                 {"reconcile", "--pg", conninfo_, "--eventbridge", eventbridge_bus_, "--table",
+                  qualified_table(), "--column-time", "created_at", "--since", "1h", "--repair"},
+                 log_path("reconcile_out"), log_path("reconcile_err"), 60s);
+  EXPECT_EQ(rc.exit_code, 0) << rc.out << rc.err;
+  EXPECT_NE(rc.out.find(" rows_scanned=9 destination=EventBridge compared=0 unmappable=0 "
+                        "resent=9 failed=0\n"),
+            std::string::npos)
+      << rc.out;
+  const auto rows = committed_rows();
+  std::set<std::string> ids, expected;
+  for (const auto& [id, row] : rows) expected.insert(id);
+  for (const ReceivedEvent& e : read_all(*target_, expected.size())) {
+    const auto row = rows.find(e.id);
+    ASSERT_NE(row, rows.end()) << "not a committed event: " << e.detail;
+    EXPECT_EQ(e.detail, expected_detail(e.id, row->second));
+    ids.insert(e.id);
+  }
+  EXPECT_EQ(ids, expected);
+}
+
 }  // namespace
 }  // namespace outbox_test::fault

@@ -118,9 +118,10 @@ class SqsRelay : public FaultTest {
     return admin_.receive(client, url, count, 1s, 60s);
   }
 
-  // Every committed event in the queue once, in per-aggregate order, nothing uncommitted; the
-  // slot confirmed through the load first (so that SQS acknowledged everything sent).
-  void expect_every_event_stored_once(std::chrono::seconds timeout) {
+  // Every committed event in the queue once (`once`; else at least once), in per-aggregate order,
+  // nothing uncommitted; the slot confirmed through the load first (so that SQS acknowledged
+  // everything sent).
+  void expect_every_event_stored_once(std::chrono::seconds timeout, bool once = true) {
     const Lsn lsn_after_load = pg_->current_wal_lsn();
     const auto rows = committed_seqs();
     ASSERT_TRUE(expect_confirmed_reaches(lsn_after_load, timeout));
@@ -129,7 +130,9 @@ class SqsRelay : public FaultTest {
     EXPECT_EQ(check.problems.count(), 0u) << check.problems.describe();
     EXPECT_EQ(check.missing, 0u);
     EXPECT_EQ(check.ghosts, 0u);
-    EXPECT_EQ(check.duplicates, 0u) << "re-sent within five minutes: the FIFO queue drops them";
+    if (once) {
+      EXPECT_EQ(check.duplicates, 0u) << "re-sent within five minutes: the FIFO queue drops them";
+    }
     figure("events", static_cast<std::int64_t>(rows.size()));
     figure("stored", static_cast<std::int64_t>(got.size()));
   }
@@ -794,6 +797,110 @@ TEST_F(SqsRelay, SlotLossWhileDownExitsFourNamingTheRange) {
             " SELECT * FROM gap ORDER BY created_at, seq");
   ASSERT_NO_FATAL_FAILURE(expect_every_event_stored_once(60s));
   expect_graceful_stop(accepted);
+}
+
+// --gap-repair-column with SQS, which cannot be read back: the slot dropped while the relay was
+// down and 20 events committed meanwhile. prune deletes no row during the gap (the record in
+// PostgreSQL is behind it). The restart makes the slot first, then sends every row of the window
+// (from the record's time less --gap-repair-margin to now) again with the relay's publisher, in
+// commit order, before streaming: every event in the queue at least once, each aggregate's in
+// commit order (the gap's ahead of those committed after the restart), nothing missing. The
+// repair is said (event=slot_gap_found, event=slot_gap_repaired with reconcile's summary:
+// compared=0, resent=30, the 10 delivered before the loss among them) and counted.
+TEST_F(SqsRelay, SlotLossWhileDownIsRepairedBySendingTheWindowAgain) {
+  const std::vector<std::string> flags{"--gap-repair-column", "created_at"};
+  ASSERT_NO_FATAL_FAILURE(deliver_then_drop_slot(flags, 5, 10));
+  // The gap: 20 events in 4 transactions, each touching the 5 aggregates.
+  for (int t = 0; t < 4; ++t) {
+    pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 11 + t * 5, 5, false));
+  }
+  const CommandResult pr =
+      run_to_end(relay_bin_,
+                 {"prune", "--pg", conninfo_, "--slot", slot_, "--table", qualified_table(),
+                  "--progress-table", "outbox_relay_progress", "--older-than", "1ms"},
+                 log_path("prune_out"), log_path("prune_err"), 60s);
+  EXPECT_EQ(pr.exit_code, 1) << pr.out << pr.err;
+  EXPECT_EQ(*pg_->scalar("SELECT count(*) FROM " + qualified_table()), "30");
+
+  const std::uint16_t port = free_port();
+  metrics_addr_ = "127.0.0.1:" + std::to_string(port);
+  RelayProcess& restarted = start_relay(flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(restarted));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 5, 31, 5, false));
+  ASSERT_NO_FATAL_FAILURE(expect_every_event_stored_once(60s, false));
+  const std::string log = read_file(restarted.log_path());
+  EXPECT_NE(log.find("event=created_slot"), std::string::npos) << log;
+  EXPECT_NE(log.find("event=slot_gap_found"), std::string::npos) << log;
+  EXPECT_NE(log.find("to SQS again (it cannot be read back: at-least-once)"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("event=slot_gap_repaired"), std::string::npos) << log;
+  EXPECT_NE(log.find(" rows_scanned=30 destination=SQS compared=0 unmappable=0 resent=30 failed=0"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("slot_loss"), std::string::npos) << log;
+  const auto samples = parse_samples(http_get(port, "/metrics").body);
+  const auto repaired = samples.find("outbox_relay_slot_gaps_repaired_total");
+  ASSERT_NE(repaired, samples.end());
+  EXPECT_EQ(repaired->second, "1");
+  EXPECT_TRUE(restarted.is_running());
+  expect_graceful_stop(restarted);
+}
+
+// The rows delivered before the loss deleted (prune --without-progress-record, the application):
+// rows of the gap may be gone too, so --gap-repair-column with SQS stops the start (exit 4)
+// naming the range, before it makes a slot or sends anything.
+TEST_F(SqsRelay, GapRepairStopsWhenTheRowsBeforeTheRecordWerePruned) {
+  const std::vector<std::string> flags{"--gap-repair-column", "created_at"};
+  ASSERT_NO_FATAL_FAILURE(deliver_then_drop_slot(flags, 2, 4));
+  pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 2, 5, 4, false));
+  pg_->exec("DELETE FROM " + qualified_table() + " WHERE seq <= 4");
+  std::string log;
+  ASSERT_NO_FATAL_FAILURE(expect_exit(start_relay(flags), 4, log));
+  EXPECT_NE(log.find("cannot be repaired from the outbox"), std::string::npos) << log;
+  EXPECT_NE(log.find("the gap after "), std::string::npos) << log;
+  EXPECT_EQ(log.find("event=slot_gap_found"), std::string::npos) << log;
+  EXPECT_FALSE(pg_->slot_exists(slot_)) << "the relay made a new slot";
+}
+
+// reconcile --sqs QUEUE_URL --repair: SQS cannot be read back, so nothing is compared: every row
+// of the window is sent again with the relay's publisher, in commit order, as the relay maps it;
+// the summary says so (compared=0, resent=12). Without --repair it is refused (exit 2).
+TEST_F(SqsRelay, ReconcileResendsTheWholeWindow) {
+  create_outbox_table_with_time();
+  for (int t = 0; t < 4; ++t) {
+    pg_->exec(Workload::insert_sql(qualified_table(), aggregatetype_, 3, 1 + t * 3, 3, false));
+  }
+  std::vector<std::string> args{"reconcile",
+                                "--pg",
+                                conninfo_,
+                                "--sqs",
+                                sqs_queue_url_,
+                                "--table",
+                                qualified_table(),
+                                "--column-time",
+                                "created_at",
+                                "--since",
+                                "1h"};
+  const CommandResult refused = run_to_end(relay_bin_, args, log_path("reconcile_refused_out"),
+                                           log_path("reconcile_refused_err"), 60s);
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("--sqs: needs --repair"), std::string::npos) << refused.err;
+  args.push_back("--repair");
+  const CommandResult rc =
+      run_to_end(relay_bin_, args, log_path("reconcile_out"), log_path("reconcile_err"), 60s);
+  EXPECT_EQ(rc.exit_code, 0) << rc.out << rc.err;
+  EXPECT_NE(rc.out.find(" rows_scanned=12 destination=SQS compared=0 unmappable=0 resent=12 "
+                        "failed=0\n"),
+            std::string::npos)
+      << rc.out;
+  EXPECT_NE(rc.err.find("SQS cannot be read back: nothing is compared"), std::string::npos)
+      << rc.err;
+  const auto rows = committed_seqs();
+  const DeliveryCheck check = check_deliveries(as_records(read_all(sqs_queue_url_, 12)), rows);
+  EXPECT_EQ(check.problems.count(), 0u) << check.problems.describe();
+  EXPECT_EQ(check.missing, 0u);
+  EXPECT_EQ(check.ghosts, 0u);
+  EXPECT_EQ(check.duplicates, 0u);
 }
 
 }  // namespace

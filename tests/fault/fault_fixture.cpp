@@ -311,6 +311,31 @@ void FaultTest::TearDown() {
 
 void FaultTest::create_outbox_table() { E2eTest::create_outbox_table(", seq bigint NOT NULL"); }
 
+void FaultTest::create_outbox_table_with_time() {
+  E2eTest::create_outbox_table(
+      ", seq bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now()");
+}
+
+void FaultTest::deliver_then_drop_slot(const std::vector<std::string>& flags, int aggregates,
+                                       int delivered) {
+  create_outbox_table_with_time();
+  RelayProcess& relay = start_relay(flags);
+  ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
+  pg_->exec(
+      Workload::insert_sql(qualified_table(), aggregatetype_, aggregates, 1, delivered, false));
+  ASSERT_TRUE(expect_confirmed_reaches(pg_->current_wal_lsn(), 60s))
+      << tail_file(relay.log_path(), 20);
+  expect_graceful_stop(relay);
+  pg_->drop_slot_if_exists(slot_);
+}
+
+void FaultTest::expect_exit(RelayProcess& relay, int code, std::string& log) {
+  const auto exited = relay.wait_exit(60s);
+  ASSERT_TRUE(exited.has_value()) << "the relay did not stop\n" << tail_file(relay.log_path(), 20);
+  EXPECT_EQ(*exited, code) << tail_file(relay.log_path(), 20);
+  log = read_file(relay.log_path());
+}
+
 std::unordered_map<std::string, CommittedRow> FaultTest::committed_seqs() {
   std::unordered_map<std::string, CommittedRow> rows;
   for (auto& row : pg_->query("SELECT id::text, seq, aggregateid FROM " + qualified_table())) {

@@ -181,7 +181,7 @@ struct SlotWatch {
   // began: nothing at or past it can be in the broker while the fault lasts (the first may have
   // been on its way). Unset when fewer committed.
   std::optional<Lsn> bound;
-  Lsn max_confirmed = 0;                 // the highest confirmed_flush_lsn seen
+  Lsn max_confirmed = 0;  // the highest confirmed_flush_lsn seen
   // The slot's walsender at each look that found one. A look may find none while the same
   // walsender goes on (PostgreSQL 18 showed the slot inactive between two looks of one
   // connection, whose pid was the same before and after): a new connection is a new pid.
@@ -202,6 +202,15 @@ class FaultTest : public E2eTest {
 
   // id uuid, aggregatetype, aggregateid, type, payload jsonb, seq bigint.
   void create_outbox_table();
+  // The outbox table with a time column too, created_at (--gap-repair-column's, reconcile's).
+  void create_outbox_table_with_time();
+  // A slot lost while the relay was down: the table with its time column, a relay started with
+  // `flags` that delivers `delivered` events over `aggregates` aggregates (seq 1 on; the slot
+  // confirmed through them) and stops, then the slot dropped. Use with ASSERT_NO_FATAL_FAILURE.
+  void deliver_then_drop_slot(const std::vector<std::string>& flags, int aggregates, int delivered);
+  // The relay exits with `code` within a minute; its log in `log`. Use with
+  // ASSERT_NO_FATAL_FAILURE.
+  void expect_exit(RelayProcess& relay, int code, std::string& log);
   // seq and aggregateid of every row by id (lighter than committed_rows() for big workloads).
   std::unordered_map<std::string, CommittedRow> committed_seqs();
   // Prints a figure and records it in the test's XML properties.

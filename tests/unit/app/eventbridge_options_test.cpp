@@ -35,9 +35,8 @@ TEST(EventBridgeOptions, OneSinkAndNoTransactions) {
        "--eventbridge: cannot be used with --delivery exactly-once (EventBridge has no "
        "transactions: at-least-once only)"},
       {{"--nats", "nats://a:4222"}, "--eventbridge: cannot be used with --nats (one sink)"},
-      {{"--gap-repair-column", "created_at"},
-       "--gap-repair-column: needs --brokers or --nats (the repair reads the broker back; "
-       "EventBridge cannot be read: a gap stops the relay, exit 4)"},
+      {{"--messages", "outbox", "--gap-repair-column", "created_at"},
+       "--gap-repair-column: needs --table (messages leave no rows to repair from)"},
   };
   for (const auto& [extra, error] : cases) {
     auto args = base;

@@ -97,7 +97,7 @@ TEST(ReconcileFlags, ErrorsNameTheFlag) {
   EXPECT_EQ(error_of({"reconcile", "--brokers", "k:1", "--column-time", "c", "--since", "1h"}),
             "--pg: required (a libpq conninfo or URI)");
   EXPECT_EQ(error_of({"reconcile", "--pg", "x", "--column-time", "c", "--since", "1h"}),
-            "--brokers: required (HOST:PORT[,...]), or --nats for JetStream");
+            "--brokers: required (HOST:PORT[,...]), or --nats, --sqs or --eventbridge");
   EXPECT_EQ(error_of({"reconcile", "--pg", "x", "--brokers", "k:1", "--column-time", "c"}),
             "--since: required (an age such as 2h, or a timestamp)");
   EXPECT_EQ(error_of({"reconcile", "--pg", "x", "--brokers", "k:1", "--since", "1h"}),
@@ -139,6 +139,39 @@ TEST(ReconcileFlags, NatsInsteadOfBrokers) {
   EXPECT_EQ(error_of({"reconcile", "--pg", "x", "--brokers", "k:1", "--column-time", "c", "--since",
                       "1h", "--nats-nkey", "seed"}),
             "--nats-nkey: needs --nats");
+}
+
+// --sqs or --eventbridge instead of --brokers: they cannot be read back, so reconcile only sends
+// the window again, with --repair (run --gap-repair-column's repair for these sinks).
+TEST(ReconcileFlags, SqsAndEventBridgeOnlyResendTheWindow) {
+  const std::vector<std::string> base = {"reconcile", "--pg",    "x",  "--column-time",
+                                         "c",         "--since", "1h", "--repair"};
+  const auto plus = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  const CommandLine sqs = parse_command_line(
+      plus({"--sqs", "https://sqs.eu-west-1.amazonaws.com/1/q.fifo", "--aws-region", "eu-west-1"}));
+  EXPECT_EQ(sqs.reconcile.sqs.queue_url, "https://sqs.eu-west-1.amazonaws.com/1/q.fifo");
+  EXPECT_EQ(sqs.reconcile.sqs.region, "eu-west-1");
+  EXPECT_TRUE(sqs.reconcile.resend());
+  const CommandLine eb =
+      parse_command_line(plus({"--eventbridge", "orders", "--aws-endpoint", "http://m:1"}));
+  EXPECT_EQ(eb.reconcile.eventbridge.bus, "orders");
+  EXPECT_EQ(eb.reconcile.eventbridge.endpoint_url, "http://m:1");
+  EXPECT_TRUE(eb.reconcile.resend());
+  EXPECT_EQ(error_of({"reconcile", "--pg", "x", "--column-time", "c", "--since", "1h", "--sqs",
+                      "https://sqs.eu-west-1.amazonaws.com/1/q"}),
+            "--sqs: needs --repair (it cannot be read back: nothing can be compared, the whole "
+            "window is sent again)");
+  EXPECT_EQ(error_of(plus({"--eventbridge", "orders", "--brokers", "k:1"})),
+            "--eventbridge: cannot be used with --brokers or --nats (one destination)");
+  EXPECT_EQ(error_of(plus(
+                {"--sqs", "https://sqs.eu-west-1.amazonaws.com/1/q", "--eventbridge", "orders"})),
+            "--sqs: cannot be used with --eventbridge (one destination)");
+  EXPECT_EQ(error_of(plus({"--sqs", "https://sqs.eu-west-1.amazonaws.com/1/q", "-X", "a=b"})),
+            "--sqs: cannot be used with -X or --kafka-config (Kafka settings)");
 }
 
 TEST(ReconcileFlags, HelpNeedsNothingElse) {

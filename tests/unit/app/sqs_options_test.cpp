@@ -76,9 +76,13 @@ TEST(SqsOptions, AwsSettingsNeedSqsAndUrlsMustBeQueueUrls) {
             "(https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)");
   EXPECT_EQ(error_of({"--pg", "x", "--sqs", kQueue, "--aws-endpoint", "localhost:4566"}),
             "--aws-endpoint: \"localhost:4566\" is not an http:// or https:// URL");
-  EXPECT_EQ(error_of({"--pg", "x", "--sqs", kQueue, "--gap-repair-column", "created_at"}),
-            "--gap-repair-column: needs --brokers or --nats (the repair reads the broker back; "
-            "SQS cannot be read: a gap stops the relay, exit 4)");
+  // The gap repair sends the whole window again (SQS cannot be read back); messages leave no rows.
+  EXPECT_EQ(parse_options({"--pg", "x", "--sqs", kQueue, "--gap-repair-column", "created_at"})
+                .gap_repair_column,
+            "created_at");
+  EXPECT_EQ(error_of({"--pg", "x", "--sqs", kQueue, "--messages", "outbox", "--gap-repair-column",
+                      "created_at"}),
+            "--gap-repair-column: needs --table (messages leave no rows to repair from)");
 }
 
 // --progress-table: where the progress record lives with --sqs and --eventbridge (a table of the

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "outbox/aws/eventbridge_publisher.hpp"
+#include "outbox/aws/sqs_publisher.hpp"
 #include "outbox/mapping/mapper.hpp"
 #include "outbox/sinks/progress_reader.hpp"
 
@@ -113,6 +115,13 @@ struct ReconcileOptions {
   // publisher (Nats-Msg-Id = the id: one the stream already holds within its duplicate window
   // is dropped by the server). `brokers` and `properties` are then unused.
   nats::PublisherConfig nats;
+  // Amazon SQS (`sqs.queue_url` set) or EventBridge (`eventbridge.bus` set) instead of Kafka:
+  // they cannot be read back, so nothing is compared and the whole window is sent again
+  // (at-least-once; a FIFO queue drops an id it took within five minutes) with the relay's own
+  // publisher, in commit order (needs `repair`). `brokers`, `properties` and `margin` are unused.
+  aws::SqsSinkOptions sqs;
+  aws::EventBridgeSinkOptions eventbridge;
+  bool resend() const { return !sqs.queue_url.empty() || !eventbridge.bus.empty(); }
   bool help = false;
 };
 

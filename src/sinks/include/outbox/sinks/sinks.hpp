@@ -8,6 +8,7 @@
 // make_sink_factory(); nothing in src/relay changes.
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "outbox/aws/sqs_publisher.hpp"
 #include "outbox/kafka/producer.hpp"
 #include "outbox/nats/publisher.hpp"
+#include "outbox/relay/record_sink.hpp"
 #include "outbox/relay/sink_factory.hpp"
 
 namespace outbox::sinks {
@@ -54,5 +56,14 @@ struct SinkConfig {
 // constructor): a bad setting throws then (kafka::ConfigError, nats::ConfigError,
 // aws::SqsConfigError, aws::EventBridgeConfigError, aws::CredentialsError).
 std::unique_ptr<relay::SinkFactory> make_sink_factory(SinkConfig config);
+
+// The relay's own record sink for Amazon SQS (`sqs.queue_url` set) or EventBridge
+// (`eventbridge.bus` set), without a progress store: the same mapping, batching, retries and
+// credentials chain as the relay's (SqsPublishers, EventBridgePublishers), for a blocking caller
+// that runs `executor`'s io_context itself (reconcile's repair, run --gap-repair-column's). No
+// dead letters. nullptr when neither is set. Throws as make_sink_factory()'s make() does.
+std::unique_ptr<relay::RecordSink> make_aws_record_sink(
+    boost::asio::any_io_executor executor, const aws::SqsSinkOptions& sqs,
+    const aws::EventBridgeSinkOptions& eventbridge, relay::RecordSink::Handlers handlers);
 
 }  // namespace outbox::sinks
