@@ -21,7 +21,8 @@ EventBridgePublishers::EventBridgePublishers(boost::asio::any_io_executor execut
   log->info(
       "event=eventbridge_bus bus={} dlq_bus={} region={} endpoint={} credentials={} "
       "max_calls={}: at least once, no order kept, no deduplication by EventBridge (consumers "
-      "deduplicate by detail.id); no progress record (EventBridge cannot be read back)",
+      "deduplicate by detail.id); the progress record in PostgreSQL (EventBridge cannot be read "
+      "back)",
       common::quoted(resolved_.bus),
       common::quoted(resolved_.dlq_topic.empty()
                          ? std::string()

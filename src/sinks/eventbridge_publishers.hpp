@@ -5,8 +5,10 @@
 // at all meets the relay's deadline (delivery_timeout(), --eventbridge-timeout): the relay
 // rewinds, halt() fails what the publisher held, and renew() makes a new publisher (new
 // connections) that sends again from the confirmed position. EventBridge cannot be read back, so
-// this sink keeps no progress record (docs/aws.md).
-// Private to the sinks; not thread-safe: the io_context's thread only.
+// the relay's progress record is kept in PostgreSQL instead (pg_progress_store, docs/aws.md).
+// make_aws_record_sink() makes one alone (no progress store) for reconcile's repair, which sends a
+// gap's window again on a private io_context. Private to the sinks; not thread-safe: the
+// io_context's thread only.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>

@@ -4,9 +4,11 @@
 // holding each FIFO message group's later records behind the one retried; a service that does
 // not answer at all meets the relay's deadline (delivery_timeout(), --sqs-timeout): the relay
 // rewinds, halt() fails what the publisher held, and renew() makes a new publisher (new
-// connections) that sends again from the confirmed position. SQS cannot be read back, so this
-// sink keeps no progress record (docs/aws.md).
-// Private to src/sinks; not thread-safe: the io_context's thread only.
+// connections) that sends again from the confirmed position. SQS cannot be read back, so the
+// relay's progress record is kept in PostgreSQL instead (pg_progress_store, docs/aws.md).
+// make_aws_record_sink() makes one alone (no progress store) for reconcile's repair, which sends a
+// gap's window again on a private io_context. Private to src/sinks; not thread-safe: the
+// io_context's thread only.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
