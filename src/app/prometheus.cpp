@@ -85,15 +85,18 @@ const std::vector<Family>& families() {
       single("outbox_relay_dlq_events_total", kCounter,
              "Events routed to the dead-letter topic instead of their own.",
              [](const M& m) { return m.dlq_events; }),
-      single("outbox_relay_producer_rewinds_total", kCounter,
-             "Times the producer stopped (Kafka: a batch refused by the broker, its idempotent "
-             "sequence lost, or a delivery unanswered within message.timeout.ms; NATS JetStream: "
-             "the connection lost, or an acknowledgement overdue) "
-             "and the relay rewound to the confirmed position with a new producer, sending the "
-             "records a broker had refused one at a time, in order; with --delivery exactly-once "
-             "also each aborted Kafka transaction (event=kafka_transaction_aborted), which "
-             "resumes at the last Kafka commit.",
-             [](const M& m) { return m.producer_rewinds; }),
+      single(
+          "outbox_relay_producer_rewinds_total", kCounter,
+          "Times the producer stopped (Kafka: a batch refused by the broker, its idempotent "
+          "sequence lost, or a delivery unanswered within message.timeout.ms; NATS JetStream: "
+          "the connection lost, or an acknowledgement overdue) "
+          "and the relay rewound to the confirmed position with a new producer, sending the "
+          "records a broker had refused again in order (Kafka at-least-once: in windows halved at "
+          "each refusal, down to one record sent alone; otherwise one at a time); with "
+          "--delivery exactly-once "
+          "also each aborted Kafka transaction (event=kafka_transaction_aborted), which "
+          "resumes at the last Kafka commit.",
+          [](const M& m) { return m.producer_rewinds; }),
       single("outbox_relay_kafka_transactions_committed_total", kCounter,
              "Kafka transactions committed (--delivery exactly-once), each carrying whole "
              "PostgreSQL transactions and a checkpoint.",

@@ -180,10 +180,14 @@ class Relay::Impl : private Transactions::Host {
       if (run_.ending()) break;
       bool rewind_without_progress = false;
       if (pipeline_.rewinding()) {
+        const std::size_t window = pipeline_.suspect_window();
         reports_.rewind();
         reason = "rewinding after the producer stopped";
-        // Rewinds that make no progress back off like failed connections.
-        rewind_without_progress = reconnect_.rewound_without_progress(confirm_lsn());
+        // Rewinds that make no progress back off like failed connections. A refused window of
+        // suspects halved (Pipeline::produce_event()) is progress, at most log2 of its size
+        // times in a row: the slot stays where it is while the bad record is searched for.
+        const bool narrowed = pipeline_.suspect_window() < window;
+        rewind_without_progress = reconnect_.rewound_without_progress(confirm_lsn()) && !narrowed;
       }
       run_.to(RunPhase::kConnecting);  // the next session
       ++metrics_.reconnects;

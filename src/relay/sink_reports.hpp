@@ -61,6 +61,7 @@ class SinkReports final : public Pipeline::Sink {
   sink::ProduceResult produce(const sink::Record& record, std::uint64_t opaque,
                               Pipeline::Route route) override;
   bool stopped() const override { return sink_->stopped(); }
+  bool stops_at_refusal() const override { return sink_->stops_at_refusal(); }
 
   // After each delivery report (and an aborted transaction): a failure may end the relay or the
   // session; a waiting reader may go on.

@@ -41,6 +41,8 @@ class KafkaProducers : public relay::RecordSink {
   void take_turns() { std::swap(current_, spare_); }
   // The current producer stopped (a refused batch, a lost sequence, fenced).
   bool stopped() const override { return current_ && current_->stopped(); }
+  // At-least-once: enable.gapless.guarantee (make()).
+  bool stops_at_refusal() const override { return delivery_ != relay::DeliveryMode::kExactlyOnce; }
   // A transactional producer was fenced by a newer one of its transactional.id.
   bool fenced() const;
   // Records queued or in flight in the current and the send-alone producers.

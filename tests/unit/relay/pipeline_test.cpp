@@ -7,7 +7,10 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
+#include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -57,7 +60,7 @@ struct Produced {
 class RecordingSink : public Pipeline::Sink {
  public:
   sink::ProduceResult produce(const sink::Record& r, std::uint64_t opaque,
-                               Pipeline::Route route) override {
+                              Pipeline::Route route) override {
     if (queue_full) return {sink::ProduceStatus::kQueueFull, {}, false};
     if (gap) return {sink::ProduceStatus::kFailed, "_FATAL: producer stopped", false};
     // librdkafka's own check of message.max.bytes (key, value and headers).
@@ -82,10 +85,12 @@ class RecordingSink : public Pipeline::Sink {
     return {sink::ProduceStatus::kQueued, {}, false};
   }
   bool stopped() const override { return gap; }
+  bool stops_at_refusal() const override { return gapless; }
 
   std::vector<Produced> records;
   bool queue_full = false;
   bool gap = false;
+  bool gapless = false;  // stops at a refused batch (Kafka's enable.gapless.guarantee)
   std::size_t max_bytes = 1'000'000;
 };
 
@@ -505,6 +510,121 @@ TEST_F(PipelineTest, RefusedBatchRewindsAndSendsItsRecordsAloneInOrder) {
   ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
   report(sink_.records[3], true);
   EXPECT_EQ(p.confirmable(), Lsn{0x1010});
+}
+
+// A batch refused in the middle of a long stream, to a sink that stops at a refused batch
+// (Kafka's enable.gapless.guarantee): the records it failed go again in windows, halved at each
+// refusal and grown past it (bisection), not one round trip each; the bad one alone is poison,
+// and every aggregate's first deliveries are in commit order. The broker here answers everything
+// in flight at once (one round trip): a batch holding the poison (a NULL key) is refused whole,
+// with the three records before it, and the producer stops, failing everything after it.
+TEST_F(PipelineTest, RefusedRecordsGoAgainInWindowsHalvedAtEachRefusal) {
+  config_.max_inflight_events = 100'000;
+  sink_.gapless = true;
+  Pipeline& p = pipeline();
+  constexpr int kEvents = 1000;
+  constexpr int kPoison = 600;
+  constexpr int kAggregates = 7;
+  const auto id = [](int i) { return "e" + std::to_string(i); };
+  std::vector<int> delivered;  // first deliveries to the topic, in order
+  std::set<std::string> seen;
+  std::size_t answered = 0;  // sink_.records reported so far
+  std::size_t round_trips = 0;
+  std::size_t sent_alone = 0;
+  std::size_t dead_lettered = 0;
+  std::size_t largest_window = 0;  // records of the first refusal sent again in one round trip
+  const auto answer = [&] {
+    if (answered == sink_.records.size()) return;
+    ++round_trips;
+    const std::vector<Produced> flight(sink_.records.begin() + static_cast<long>(answered),
+                                       sink_.records.end());
+    answered = sink_.records.size();
+    if (metrics_.producer_rewinds > 0) {
+      std::size_t failed_before = 0;  // records of the first refusal (e597 to e1000)
+      for (const Produced& r : flight) {
+        if (r.topic != "dlq" && std::stoi(r.id.substr(1)) >= kPoison - 3) ++failed_before;
+      }
+      largest_window = std::max(largest_window, failed_before);
+    }
+    std::optional<std::size_t> refused_from;
+    std::optional<std::size_t> poison_at;
+    for (std::size_t j = 0; j < flight.size(); ++j) {
+      if (flight[j].route == Pipeline::Route::kBatched && flight[j].id == id(kPoison) &&
+          flight[j].topic != "dlq") {
+        poison_at = j;
+        refused_from = j >= 3 ? j - 3 : 0;
+        break;
+      }
+    }
+    for (std::size_t j = 0; j < flight.size(); ++j) {
+      const Produced& r = flight[j];
+      if (r.route == Pipeline::Route::kAlone) {
+        ++sent_alone;
+        const bool poison = r.id == id(kPoison);
+        if (!poison && seen.insert(r.id).second) delivered.push_back(std::stoi(r.id.substr(1)));
+        report(r, !poison, "INVALID_RECORD");
+        continue;
+      }
+      if (refused_from && j >= *refused_from) {
+        sink_.gap = true;  // the producer stopped
+        report(r, false, j <= *poison_at ? "INVALID_RECORD" : "_PURGE_QUEUE");
+        continue;
+      }
+      if (r.topic == "dlq") {
+        EXPECT_EQ(r.id, id(kPoison)) << "only the poison is dead-lettered";
+        ++dead_lettered;
+      } else if (seen.insert(r.id).second) {
+        delivered.push_back(std::stoi(r.id.substr(1)));
+      }
+      report(r, true);
+    }
+  };
+  std::size_t sessions = 0;
+  for (;;) {
+    ASSERT_LT(++sessions, 50u) << "the bad record was not found";
+    ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+    for (int i = 1; i <= kEvents && !p.rewinding();) {
+      const std::optional<std::string> key =
+          i == kPoison ? std::nullopt
+                       : std::optional<std::string>("agg-" + std::to_string(i % kAggregates));
+      const Step s = step(insert(id(i), key));
+      if (s == Step::kDone) {
+        ++i;
+        continue;
+      }
+      ASSERT_EQ(s, Step::kWaitDelivery);
+      answer();
+    }
+    if (!p.rewinding()) {
+      ASSERT_EQ(step(commit(0x1000, 0x1010)), Step::kDone);
+    }
+    while (answered < sink_.records.size()) answer();
+    if (!p.rewinding()) break;
+    // The session ends; a new producer; the stream again from the confirmed position.
+    sink_.gap = false;
+    sink_.records.clear();
+    answered = 0;
+    p.on_disconnect();
+    p.rewound();
+  }
+  ASSERT_FALSE(p.fatal().has_value()) << p.fatal()->message;
+  EXPECT_EQ(p.confirmable(), Lsn{0x1010});
+  EXPECT_EQ(dead_lettered, 1u) << "the poison alone is dead-lettered, once";
+  EXPECT_EQ(metrics_.dlq_events, 1u);
+  EXPECT_EQ(delivered.size(), static_cast<std::size_t>(kEvents - 1)) << "every good event";
+  std::array<int, kAggregates> last{};
+  for (int seq : delivered) {
+    EXPECT_GT(seq, last[seq % kAggregates]) << "aggregate " << seq % kAggregates << " out of order";
+    last[seq % kAggregates] = seq;
+  }
+  // 404 records failed by the first refusal (597 to 1000). One at a time: 404 round trips after
+  // the rewind. Bisection: about log2(404) = 8.7 rewinds more and 3 log2(404) round trips.
+  EXPECT_LE(metrics_.producer_rewinds, 11u);
+  EXPECT_LE(round_trips, 1u + 30u) << "one round trip for the first batch, then the windows";
+  EXPECT_LE(sent_alone, 10u);
+  EXPECT_GE(largest_window, 100u) << "the records went again in windows, not one at a time";
+  std::cout << "[ figures ] rewinds=" << metrics_.producer_rewinds << " round_trips=" << round_trips
+            << " sent_alone=" << sent_alone << " largest_window=" << largest_window << "\n";
 }
 
 // A sink whose connection was lost (NATS JetStream) stops and fails what it had in flight as

@@ -5,7 +5,9 @@
 // - Poison: an event that cannot be mapped or delivered stops the relay (--on-error fail) or goes
 //   to the dead-letter topic (dlq), and its aggregate is parked: its later events follow it there.
 // - Refused batches: the producer stops at a batch the broker refuses; the session rewinds to
-//   the confirmed position and the refused records are sent again one at a time, in order.
+//   the confirmed position and the refused records are sent again in order, in windows halved
+//   at each refusal and doubled after each one acknowledged, down to one record sent alone (see
+//   produce_event()): one bad record among N costs O(log N) rewinds and round trips, not N.
 // The Relay owns the connections, the timers and the producers, and asks this what to do.
 // Not thread-safe: used from the relay's io_context thread only.
 #pragma once
@@ -66,6 +68,11 @@ class Pipeline {
                                         Route route) = 0;
     // The batching producer stopped at a refused batch and accepts nothing more.
     virtual bool stopped() const = 0;
+    // The batching producer stops at the first batch the broker refuses, so that no later record
+    // of its partition goes (Kafka's enable.gapless.guarantee): the records of a refused batch
+    // may go again batched, in a window of their own, a refusal stopping it again. Otherwise
+    // each goes alone.
+    virtual bool stops_at_refusal() const { return false; }
   };
 
   // What the relay does after a frame.
@@ -163,6 +170,8 @@ class Pipeline {
   void abort_kafka_transaction(const std::string& error);
   bool rewinding() const { return rewinding_; }
   void rewound();
+  // Records a window of suspects takes, for tests (1: a suspect goes alone).
+  std::size_t suspect_window() const { return window_size_; }
 
   const std::optional<Fatal>& fatal() const { return fatal_; }
 
@@ -195,6 +204,11 @@ class Pipeline {
   Step map_error(const mapping::MapError& err, bool message = false);
   // A mapped event (an insert's or a message's) to its topic. `message`: the source is a message.
   Step produce_event(const mapping::Event& ev, bool message);
+  // Nothing passes a record sent alone before its report, nor a full window of suspects before
+  // all of its reports (see produce_event()).
+  bool held_back();
+  void window_passed();
+  bool suspect_windows() const { return !exactly_once_ && sink_.stops_at_refusal(); }
   void count_other_prefix(std::string_view prefix);
   void count_skip(std::uint32_t relid, Skip skip, std::string_view table);
   void count_invalid_traceparent(std::string_view id);
@@ -251,6 +265,15 @@ class Pipeline {
   // Ids of records a refused batch failed: each is sent alone when the stream brings it again.
   std::unordered_set<std::string, StringHash, std::equal_to<>> suspects_;
   bool isolation_inflight_ = false;  // a record sent alone awaits its report
+  // Suspects batched in windows (a sink that stops_at_refusal(), at-least-once; see
+  // produce_event()): the next window's size in records (1: the suspect goes alone), the
+  // records the open window still takes, and a full window awaiting its reports.
+  std::size_t window_size_ = 1;
+  std::size_t window_left_ = 0;
+  bool window_closing_ = false;
+  bool rewind_in_window_ = false;  // the rewind began while a window was open
+  // Records of the last refused window not yet passed: the bad one is among them.
+  std::size_t refused_range_ = 0;
   // Ids of events whose dead-letter record the broker refused as too large (the topic's
   // max.message.bytes below the producer's message.max.bytes): dead-lettered compact when the
   // stream brings them again; forgotten once a compact one is acknowledged.

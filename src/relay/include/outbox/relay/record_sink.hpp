@@ -34,6 +34,9 @@ class RecordSink {
                                       bool alone) = 0;
   // The sink stopped and accepts nothing more until renew().
   virtual bool stopped() const = 0;
+  // The sink stops at the first batch the broker refuses, before any later record of its
+  // partition goes (Kafka's enable.gapless.guarantee): see Pipeline::Sink::stops_at_refusal().
+  virtual bool stops_at_refusal() const { return false; }
   // Records queued or in flight, not yet reported.
   virtual std::size_t queued() const = 0;
   // Sends nothing more of what it holds (a rewind began while it goes on: a delivery timed out):
