@@ -89,6 +89,16 @@ awaitable<void> StopSequence::final_check() {
 // the relay's end: a rewind's session confirms again soon after.
 awaitable<void> StopSequence::flush_progress(Clock::time_point deadline) {
   const pgoutput::Lsn target = pipeline_.confirmable();
+  // A stop soon after a start or a rewind, while the comparison with the record is under way:
+  // until it passed, the slot is told no more than where the session found it (bound()), also
+  // when the record holds the target already (written by the session before, so nothing is
+  // written below). A poison event refused alone at once after a rewind stopped the relay so
+  // (Kinds/Poison.FailConfirmsTheGoodEventCommittedJustBeforeIt/InvalidRecord): the good event
+  // acknowledged before it was not confirmed, and would have been sent again.
+  if (progress_.records_progress() && !run_.broker_refused() && run_.ending()) {
+    co_await progress_.await_verification(
+        target, std::max(deadline, Clock::now() + std::chrono::seconds(1)));
+  }
   if (!progress_flush_wanted(progress_.records_progress(), run_.broker_refused(), run_.ending(),
                              target, recorder_.acked())) {
     co_return;
