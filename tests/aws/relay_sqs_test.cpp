@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -546,21 +547,53 @@ class SqsRelayProxy : public SqsRelay {
 // then thawed: while frozen the slot is not confirmed past what was committed before the freeze,
 // the relay rewinds (its deadline) and /healthz answers throughout; after it, every event is in
 // the queue once, in per-aggregate order.
+// Its pass does not hang on the machine's speed (at load 34, with a fixed 2 s timeout and a fixed
+// 6 s freeze, it failed twice: moto was starved): the freeze lasts until the relay has rewound,
+// so it is longer than the timeout by construction, and the timeout is 20 times the slowest of
+// a few round trips to moto measured just before (at least 2 s, at most 20 s), so that the calls
+// after the thaw are not taken for a freeze again and again on a slow machine.
 TEST_F(SqsRelayProxy, FrozenThenThawedConfirmsNothingUnacknowledged) {
   create_outbox_table();
   const std::uint16_t port = free_port();
   metrics_addr_ = "127.0.0.1:" + std::to_string(port);
-  RelayProcess& relay =
-      start_relay_via_proxy({"--status-interval", "200ms", "--sqs-timeout", "2s"});
+  std::chrono::milliseconds slowest{0};
+  {
+    aws::SqsClient client(admin_.io_.get_executor(), admin_.config());
+    for (int i = 0; i < 5; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto answer =
+          admin_.call(client, "GetQueueAttributes",
+                      "{\"QueueUrl\":\"" + sqs_queue_url_ + "\",\"AttributeNames\":[\"All\"]}");
+      ASSERT_FALSE(answer.error.has_value()) << answer.error->message;
+      slowest = std::max(slowest, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::steady_clock::now() - t0));
+    }
+  }
+  const auto timeout = std::clamp<std::chrono::milliseconds>(20 * slowest, 2s, 20s);
+  figure("moto_slowest_round_trip_ms", slowest.count());
+  figure("sqs_timeout_ms", timeout.count());
+  RelayProcess& relay = start_relay_via_proxy(
+      {"--status-interval", "200ms", "--sqs-timeout", std::to_string(timeout.count()) + "ms"});
   ASSERT_NO_FATAL_FAILURE(wait_until_streaming(relay));
   Workload& load = start_workload(plan_mixed(scaled(200, 60), 10, 0.05, 41), 8s, 60);
   ASSERT_TRUE(load.wait_committed(scaled(40, 15), 60s));
   HealthzWatch healthz(port);
+  const std::size_t rewinds_before = count_in_file(relay.log_path(), "event=producer_rewind");
+  const std::size_t commits_at_freeze = load.commits().size();
   proxy_->freeze();
-  // Past --sqs-timeout: the relay rewinds. Nothing committed after the freeze began (from the
-  // second transaction on: the first may have been on its way) can be confirmed meanwhile.
+  // Frozen until the relay's deadline passed and it rewound, a transaction committed after the
+  // freeze began (from the second on: the first may have been on its way), and /healthz was
+  // asked more than 10 times. Nothing of those transactions can be confirmed meanwhile.
   const SlotWatch watch = watch_slot(
-      load, load.commits().size(), [] { return false; }, 6s, 100ms);
+      load, commits_at_freeze,
+      [&] {
+        return load.commits().size() > commits_at_freeze + 1 &&
+               count_in_file(relay.log_path(), "event=producer_rewind") > rewinds_before &&
+               healthz.polls() > 10;
+      },
+      timeout + 120s, 100ms);
+  ASSERT_TRUE(watch.ended) << "no rewind within 120 s past --sqs-timeout of the freeze\n"
+                           << tail_file(relay.log_path(), 30);
   ASSERT_NO_FATAL_FAILURE(expect_slot_held(watch, "while SQS was frozen"));
   EXPECT_GT(proxy_->counters().held, 0) << "nothing was held: the freeze froze nothing";
   EXPECT_TRUE(relay.is_running());
