@@ -4,7 +4,6 @@
 // Relation message). Single-threaded: one Mapper per stream, used from the stream's thread.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -131,10 +130,17 @@ struct OtherPrefix {
 
 using MessageMapResult = std::variant<Event, MapError, OtherPrefix>;
 
+class CloudEventAttributes;
+class JsonChecker;
+class MessageMapper;
+
 class Mapper {
  public:
   // Throws std::invalid_argument on an invalid topic template.
   explicit Mapper(MapperConfig config);
+  ~Mapper();
+  Mapper(Mapper&&) noexcept;
+  Mapper& operator=(Mapper&&) noexcept;
 
   // Caches (replaces) the relation. Call for every Relation message. Without `is_outbox`, the
   // relation is the outbox when its name is the configured table; the caller passes it for a
@@ -190,40 +196,20 @@ class Mapper {
   std::pair<std::string_view, std::string> map_extras(const CachedRelation& relation,
                                                       const pgoutput::TupleData& tuple,
                                                       Event& event, std::int64_t commit_time_us);
-  // The CloudEvents attributes of `event`, appended to extra_headers_ from `header`. Same return.
-  std::pair<std::string_view, std::string> map_cloudevent(const CachedRelation& relation,
-                                                          const pgoutput::TupleData& tuple,
-                                                          Event& event, std::size_t& header,
-                                                          std::int64_t time_us,
-                                                          bool time_from_column);
-
-  // simdjson stays private to this target: the checker is defined in mapper.cpp.
-  struct JsonChecker;
-  struct JsonCheckerDeleter {
-    void operator()(JsonChecker* checker) const noexcept;
-  };
 
   MapperConfig config_;
   TopicTemplate topic_;
-  // Messages: the envelope field of each topic template reference (see map_message()).
-  enum class EnvelopeField : std::uint8_t { kId, kAggregateType, kAggregateId, kType };
-  std::vector<EnvelopeField> message_topic_fields_;
-  EnvelopeReader envelope_reader_;
-  Envelope envelope_;
-  std::vector<ExtraHeader> message_headers_;
-  std::string message_source_;  // "logical messages with prefix 'P'"
   std::unordered_map<std::uint32_t, CachedRelation> relations_;
   std::string topic_scratch_;
   std::vector<std::string_view> topic_values_;
   std::vector<ExtraHeader> extra_headers_;  // one per header placement, set per event
   std::string payload_bytes_;               // a bytea payload, decoded
-  std::optional<TopicTemplate> source_;     // --format cloudevents: the ce_source template
-  std::vector<std::string_view> source_values_;
-  std::string source_scratch_;
-  std::array<char, 32> time_text_{};  // ce_time
   // Some option adds headers or reads the timestamp column: map_extras() runs.
   bool extras_ = false;
-  std::unique_ptr<JsonChecker, JsonCheckerDeleter> json_;  // null unless config_.require_json
+  // The parts, each in a file of its own in src/mapping (simdjson stays private to this target):
+  std::unique_ptr<MessageMapper> messages_;           // null unless --messages
+  std::unique_ptr<JsonChecker> json_;                 // null unless config_.require_json
+  std::unique_ptr<CloudEventAttributes> cloudevent_;  // null unless --format cloudevents
 };
 
 }  // namespace outbox::mapping
