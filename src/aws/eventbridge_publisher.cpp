@@ -12,6 +12,7 @@
 
 #include "eventbridge_batching.hpp"
 #include "outbox/common/log_text.hpp"
+#include "publisher_parts.hpp"
 
 namespace outbox::aws {
 
@@ -21,15 +22,7 @@ using Clock = std::chrono::steady_clock;
 using Seq = std::uint64_t;
 using common::quoted;
 
-std::shared_ptr<spdlog::logger> logger() {
-  static const std::shared_ptr<spdlog::logger> log = [] {
-    if (auto existing = spdlog::get("aws")) return existing;
-    auto l = spdlog::default_logger()->clone("aws");
-    spdlog::register_logger(l);
-    return l;
-  }();
-  return log;
-}
+std::shared_ptr<spdlog::logger> logger() { return publisher_logger(); }
 
 bool bus_name_char(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
@@ -127,18 +120,9 @@ EventBridgePublisherConfig resolve_eventbridge_config(const EventBridgeSinkOptio
 }
 
 struct EventBridgePublisher::Impl : std::enable_shared_from_this<Impl> {
-  struct Held {
-    std::uint64_t opaque = 0;
-    std::size_t bytes = 0;  // key + value, as the relay counts
+  struct Held : HeldRecord {
     PutEventsEntry entry;
     std::size_t size = 0;  // EventBridge's count
-    // What a failed report carries (the record's own fields, for a dead letter).
-    std::string topic;
-    std::optional<std::string> key;
-    std::optional<std::string> value;
-    std::string id;
-    std::optional<std::string> type;
-    std::vector<std::pair<std::string, std::optional<std::string>>> others;
     int attempts = 0;
     bool solo = false;  // goes in a call of its own
   };
@@ -164,7 +148,7 @@ struct EventBridgePublisher::Impl : std::enable_shared_from_this<Impl> {
   std::size_t retries = 0;
   std::size_t retries_unlogged = 0;
   Clock::time_point last_retry_log{};
-  std::minstd_rand rng{std::random_device{}()};
+  std::mt19937_64 rng{std::random_device{}()};
 
   Impl(boost::asio::any_io_executor ex, EventBridgePublisherConfig c, DeliveryHandler d,
        RefusedHandler r)
@@ -215,11 +199,7 @@ struct EventBridgePublisher::Impl : std::enable_shared_from_this<Impl> {
   }
 
   std::chrono::milliseconds backoff(int attempt) {
-    const auto base = config.retry_base.count();
-    const auto cap = config.retry_max.count();
-    const std::int64_t full = std::min<std::int64_t>(cap, base << std::min(attempt, 16));
-    std::uniform_int_distribution<std::int64_t> jitter(full / 2, full);
-    return std::chrono::milliseconds(jitter(rng));
+    return retry_delay(attempt, config.retry_base, config.retry_max, rng);
   }
 
   void schedule_retry(Seq seq, const std::string& why) {
@@ -315,34 +295,12 @@ struct EventBridgePublisher::Impl : std::enable_shared_from_this<Impl> {
     if (it == held.end()) return;
     const Held h = std::move(it->second);
     held.erase(it);
-    sink::Delivery d;
-    d.opaque = h.opaque;
-    d.bytes = h.bytes;
-    d.topic = h.topic;
-    d.id_header = h.id;
-    on_delivery(d);
+    on_delivery(h.delivered());
   }
 
   void report_failed(const Held& h, sink::ErrorKind kind, std::string_view name,
                      const std::string& text) {
-    sink::Delivery d;
-    d.opaque = h.opaque;
-    d.bytes = h.bytes;
-    d.ok = false;
-    d.kind = kind;
-    d.size_error = kind == sink::ErrorKind::kSize;
-    d.batch_error = sink::rejects_batch(kind);
-    d.error_name = name;
-    d.error = text;
-    d.topic = h.topic;
-    if (h.key) d.key = *h.key;
-    if (h.value) d.value = *h.value;
-    d.id_header = h.id;
-    if (h.type) d.type_header = *h.type;
-    for (const auto& [n, v] : h.others) {
-      d.other_headers.push_back({n, v ? std::optional<std::string_view>(*v) : std::nullopt});
-    }
-    on_delivery(d);
+    on_delivery(h.failed(kind, name, text));
   }
 
   void deliver_failed(Seq seq, sink::ErrorKind kind, const std::string& code,
@@ -395,13 +353,9 @@ struct EventBridgePublisher::Impl : std::enable_shared_from_this<Impl> {
       return {sink::ProduceStatus::kFailed, m.error + " (bus " + bus + ")", m.size_error};
     }
     Held h;
-    h.opaque = opaque;
-    h.bytes = (record.key ? record.key->size() : 0) + (record.value ? record.value->size() : 0);
+    static_cast<HeldRecord&>(h) = HeldRecord::of(record, opaque);
     h.entry = std::move(m.entry);
     h.size = m.size;
-    h.topic = std::string(record.topic);
-    if (record.key) h.key = std::string(*record.key);
-    if (record.value) h.value = std::string(*record.value);
     bool id_seen = false;
     bool type_seen = false;
     for (const sink::Header& hd : record.headers) {

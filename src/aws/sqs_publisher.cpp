@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "outbox/common/log_text.hpp"
+#include "publisher_parts.hpp"
 #include "sqs_batching.hpp"
 
 namespace outbox::aws {
@@ -20,15 +21,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using common::quoted;
 
-std::shared_ptr<spdlog::logger> logger() {
-  static const std::shared_ptr<spdlog::logger> log = [] {
-    if (auto l = spdlog::get("aws")) return l;
-    auto l = spdlog::default_logger()->clone("aws");
-    spdlog::register_logger(l);
-    return l;
-  }();
-  return log;
-}
+std::shared_ptr<spdlog::logger> logger() { return publisher_logger(); }
 
 // scheme://host[:port] of a URL, and its path.
 std::pair<std::string, std::string> split_url(const std::string& url, const char* what) {
@@ -112,20 +105,11 @@ SqsPublisherConfig resolve_sqs_config(const SqsSinkOptions& options, const EnvLo
 struct SqsPublisher::Impl : std::enable_shared_from_this<SqsPublisher::Impl> {
   using Seq = GroupScheduler::Seq;
 
-  struct Held {
-    std::uint64_t opaque = 0;
-    std::size_t bytes = 0;
+  struct Held : HeldRecord {
     int queue = 0;
     bool alone = false;
     int attempts = 0;
     SqsSendEntry entry;
-    // For the failure report and the dead-letter record.
-    std::string topic;
-    std::optional<std::string> key;
-    std::optional<std::string> value;
-    std::string id;
-    std::optional<std::string> type;
-    std::vector<std::pair<std::string, std::optional<std::string>>> others;
   };
 
   struct Queue {
@@ -165,10 +149,7 @@ struct SqsPublisher::Impl : std::enable_shared_from_this<SqsPublisher::Impl> {
   }
 
   std::chrono::milliseconds backoff(int attempts) {
-    const auto base = config.retry_base.count() << std::min(attempts, 16);
-    const auto capped = std::min<std::int64_t>(base, config.retry_max.count());
-    std::uniform_int_distribution<std::int64_t> jitter(capped / 2, capped);
-    return std::chrono::milliseconds(jitter(rng));
+    return retry_delay(attempts, config.retry_base, config.retry_max, rng);
   }
 
   // ---- start: the queues' attributes ----
@@ -304,34 +285,12 @@ struct SqsPublisher::Impl : std::enable_shared_from_this<SqsPublisher::Impl> {
     Held h = std::move(it->second);
     held.erase(it);
     queues[h.queue].scheduler.done(seq);
-    sink::Delivery d;
-    d.opaque = h.opaque;
-    d.bytes = h.bytes;
-    d.topic = h.topic;
-    d.id_header = h.id;
-    on_delivery(d);
+    on_delivery(h.delivered());
   }
 
   void deliver_failed(const Held& h, sink::ErrorKind kind, std::string_view name,
                       const std::string& text) {
-    sink::Delivery d;
-    d.opaque = h.opaque;
-    d.bytes = h.bytes;
-    d.ok = false;
-    d.kind = kind;
-    d.size_error = kind == sink::ErrorKind::kSize;
-    d.batch_error = sink::rejects_batch(kind);
-    d.error_name = name;
-    d.error = text;
-    d.topic = h.topic;
-    if (h.key) d.key = *h.key;
-    if (h.value) d.value = *h.value;
-    d.id_header = h.id;
-    if (h.type) d.type_header = *h.type;
-    for (const auto& [n, v] : h.others) {
-      d.other_headers.push_back({n, v ? std::optional<std::string_view>(*v) : std::nullopt});
-    }
-    on_delivery(d);
+    on_delivery(h.failed(kind, name, text));
   }
 
   // A final refusal of an entry sent alone: its report, and the publisher goes on.
@@ -520,14 +479,10 @@ sink::ProduceResult SqsPublisher::produce(const sink::Record& record, std::uint6
             m.size_error};
   }
   Impl::Held h;
-  h.opaque = opaque;
-  h.bytes = (record.key ? record.key->size() : 0) + (record.value ? record.value->size() : 0);
+  static_cast<HeldRecord&>(h) = HeldRecord::of(record, opaque);
   h.queue = q;
   h.alone = alone;
   h.entry = std::move(m.entry);
-  h.topic = std::string(record.topic);
-  if (record.key) h.key = std::string(*record.key);
-  if (record.value) h.value = std::string(*record.value);
   for (const auto& header : record.headers) {
     if (header.name == "id" && header.value) {
       h.id = std::string(*header.value);

@@ -29,6 +29,7 @@ enum class When { kFromStart, kUnderLoad };
 struct FreezeCase {
   Mode mode;
   When when;
+  const char* on_error = "dlq";  // BrokerFreezeWithTimeout's --on-error
 };
 
 class BrokerFreeze : public FaultTest, public ::testing::WithParamInterface<FreezeCase> {
@@ -132,11 +133,11 @@ INSTANTIATE_TEST_SUITE_P(Cases, BrokerFreeze,
 // A delivery timeout shorter than the freeze (-X message.timeout.ms=5000; librdkafka's own default
 // is 5 minutes, the relay's none): the records in flight time out while the broker is frozen.
 // That is the broker's state, not the records': the relay rewinds and sends them again, never
-// exits (it exited 3, "_MSG_TIMED_OUT"), and under --on-error dlq dead-letters and parks nothing
-// (every aggregate with an event in flight was diverted). The rewind ends the old producers on a
-// thread of their own: /healthz, served on the relay's io thread, answers throughout. The slot is
-// confirmed past nothing undelivered, and after the thaw every event arrives in order (exactly
-// once, read_committed, in exactly-once mode).
+// exits (under --on-error fail it exited 3, "_MSG_TIMED_OUT"), and under --on-error dlq
+// dead-letters and parks nothing (every aggregate with an event in flight was diverted). The rewind
+// ends the old producers on a thread of their own: /healthz, served on the relay's io thread,
+// answers throughout. The slot is confirmed past nothing undelivered, and after the thaw every
+// event arrives in order (exactly once, read_committed, in exactly-once mode).
 class BrokerFreezeWithTimeout : public BrokerFreeze {};
 
 TEST_P(BrokerFreezeWithTimeout, RewindsAndDeliversEverything) {
@@ -151,7 +152,9 @@ TEST_P(BrokerFreezeWithTimeout, RewindsAndDeliversEverything) {
   const std::uint16_t port = free_port();
   metrics_addr_ = "127.0.0.1:" + std::to_string(port);
   std::vector<std::string> args = mode_args();
-  for (const char* a : {"-X", "message.timeout.ms=5000", "--on-error", "dlq"}) args.push_back(a);
+  for (const char* a : {"-X", "message.timeout.ms=5000", "--on-error", c.on_error}) {
+    args.push_back(a);
+  }
 
   const int transactions = scaled(300, 60);
   RelayProcess& relay = start_relay(args);
@@ -174,11 +177,30 @@ TEST_P(BrokerFreezeWithTimeout, RewindsAndDeliversEverything) {
   ASSERT_FALSE(watch.ended) << "the relay exited during the freeze with "
                             << relay.wait_exit(0ms).value_or(-1);
   ASSERT_NO_FATAL_FAILURE(expect_slot_held(watch, "during the freeze"));
-  EXPECT_GE(count_in_file(relay.log_path(), "event=producer_rewind") +
-                count_in_file(relay.log_path(), "event=kafka_transaction_aborted"),
-            1u)
-      << "no delivery timed out during a freeze four times message.timeout.ms; see "
-      << relay.log_path();
+  const std::size_t rewinds = count_in_file(relay.log_path(), "event=producer_rewind") +
+                              count_in_file(relay.log_path(), "event=kafka_transaction_aborted");
+  // In exactly-once mode the freeze may fall on a commit: every record of the Kafka transaction
+  // acknowledged, its EndTxn unanswered. Then no record times out: the commit waits the freeze out
+  // (kTxnTimeout, then called again) and passes after the thaw, which is right too. That case is
+  // told by a commit that took longer than 10 s (outbox_relay_kafka_commit_seconds).
+  const auto samples = parse_samples(http_get(port, "/metrics").body);
+  const double commits =
+      sample_value(samples, "outbox_relay_kafka_commit_seconds_count").value_or(0);
+  const double short_commits =
+      sample_value(samples, "outbox_relay_kafka_commit_seconds_bucket{le=\"10\"}").value_or(0);
+  const double commits_through_freeze = commits - short_commits;
+  figure("rewinds", static_cast<std::int64_t>(rewinds));
+  figure("commits_through_freeze", static_cast<std::int64_t>(commits_through_freeze));
+  if (c.mode == Mode::kExactlyOnce) {
+    EXPECT_GE(static_cast<double>(rewinds) + commits_through_freeze, 1.0)
+        << "neither a delivery timed out nor a commit waited during a freeze four times "
+           "message.timeout.ms; see "
+        << relay.log_path();
+  } else {
+    EXPECT_GE(rewinds, 1u) << "no delivery timed out during a freeze four times "
+                              "message.timeout.ms; see "
+                           << relay.log_path();
+  }
   figure("healthz_polls", healthz.polls());
   figure("healthz_slowest_ms", healthz.slowest_ms());
   EXPECT_GT(healthz.polls(), 10);
@@ -200,14 +222,15 @@ TEST_P(BrokerFreezeWithTimeout, RewindsAndDeliversEverything) {
   EXPECT_TRUE(relay.is_running()) << "exit " << relay.wait_exit(0ms).value_or(-1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, BrokerFreezeWithTimeout,
-                         ::testing::Values(FreezeCase{Mode::kAtLeastOnce, When::kUnderLoad},
-                                           FreezeCase{Mode::kExactlyOnce, When::kUnderLoad}),
-                         [](const auto& info) {
-                           return std::string(info.param.mode == Mode::kExactlyOnce
-                                                  ? "ExactlyOnce"
-                                                  : "AtLeastOnce");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BrokerFreezeWithTimeout,
+    ::testing::Values(FreezeCase{Mode::kAtLeastOnce, When::kUnderLoad},
+                      FreezeCase{Mode::kExactlyOnce, When::kUnderLoad},
+                      FreezeCase{Mode::kAtLeastOnce, When::kUnderLoad, "fail"}),
+    [](const auto& info) {
+      return std::string(info.param.mode == Mode::kExactlyOnce ? "ExactlyOnce" : "AtLeastOnce") +
+             (std::string(info.param.on_error) == "fail" ? "OnErrorFail" : "");
+    });
 
 // A rolling deploy: SIGTERM under a steady mixed load (transactions of 1 to 2,000 events), the
 // relay restarted after each stop. Every stop exits 0, and nothing is sent twice: the stop reads
