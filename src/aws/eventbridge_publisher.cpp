@@ -22,8 +22,6 @@ using Clock = std::chrono::steady_clock;
 using Seq = std::uint64_t;
 using common::quoted;
 
-std::shared_ptr<spdlog::logger> logger() { return publisher_logger(); }
-
 bool bus_name_char(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
          c == '_' || c == '-' || c == '/';
@@ -146,8 +144,7 @@ struct EventBridgePublisher::Impl : std::enable_shared_from_this<Impl> {
   std::uint64_t generation = 0;
   std::size_t calls = 0;
   std::size_t retries = 0;
-  std::size_t retries_unlogged = 0;
-  Clock::time_point last_retry_log{};
+  RetryLog retry_log;
   std::mt19937_64 rng{std::random_device{}()};
 
   Impl(boost::asio::any_io_executor ex, EventBridgePublisherConfig c, DeliveryHandler d,
@@ -210,14 +207,10 @@ struct EventBridgePublisher::Impl : std::enable_shared_from_this<Impl> {
     const bool earliest = retry.empty() || due < retry.begin()->first;
     retry.emplace(due, seq);
     ++retries;
-    ++retries_unlogged;
-    const auto now = Clock::now();
-    if (now - last_retry_log >= std::chrono::seconds(5)) {
-      logger()->warn("event=eventbridge_retry bus={} entries={} attempt={} retry_in_ms={} error={}",
-                     quoted(config.bus), retries_unlogged, it->second.attempts, delay.count(),
-                     quoted(why));
-      last_retry_log = now;
-      retries_unlogged = 0;
+    if (const std::size_t entries = retry_log.count(Clock::now())) {
+      publisher_logger()->warn(
+          "event=eventbridge_retry bus={} entries={} attempt={} retry_in_ms={} error={}",
+          quoted(config.bus), entries, it->second.attempts, delay.count(), quoted(why));
     }
     if (earliest) arm_retry_timer();
   }
@@ -309,8 +302,8 @@ struct EventBridgePublisher::Impl : std::enable_shared_from_this<Impl> {
     if (it == held.end()) return;
     const Held h = std::move(it->second);
     held.erase(it);
-    logger()->warn("event=eventbridge_entry_refused bus={} id={} error={}",
-                   quoted(h.entry.event_bus_name), quoted(h.id), quoted(text));
+    publisher_logger()->warn("event=eventbridge_entry_refused bus={} id={} error={}",
+                             quoted(h.entry.event_bus_name), quoted(h.id), quoted(text));
     report_failed(h, kind, code, text);
   }
 
@@ -319,8 +312,8 @@ struct EventBridgePublisher::Impl : std::enable_shared_from_this<Impl> {
     stopped = true;
     ++generation;
     retry_timer.cancel();
-    logger()->error("event=eventbridge_refused bus={} held={} error={}", quoted(config.bus),
-                    held.size(), quoted(message));
+    publisher_logger()->error("event=eventbridge_refused bus={} held={} error={}",
+                              quoted(config.bus), held.size(), quoted(message));
     on_refused(message);
   }
 
@@ -334,8 +327,8 @@ struct EventBridgePublisher::Impl : std::enable_shared_from_this<Impl> {
     in_flight = 0;
     std::map<Seq, Held> failing = std::move(held);
     held.clear();
-    logger()->warn("event=eventbridge_publisher_stopped bus={} held={} reason={}",
-                   quoted(config.bus), failing.size(), quoted(why));
+    publisher_logger()->warn("event=eventbridge_publisher_stopped bus={} held={} reason={}",
+                             quoted(config.bus), failing.size(), quoted(why));
     for (const auto& [seq, h] : failing) {
       report_failed(h, sink::ErrorKind::kTransient, "Halted", "EventBridge: " + why);
     }
@@ -352,25 +345,9 @@ struct EventBridgePublisher::Impl : std::enable_shared_from_this<Impl> {
     if (!m.error.empty()) {
       return {sink::ProduceStatus::kFailed, m.error + " (bus " + bus + ")", m.size_error};
     }
-    Held h;
-    static_cast<HeldRecord&>(h) = HeldRecord::of(record, opaque);
+    Held h{HeldRecord::of(record, opaque)};
     h.entry = std::move(m.entry);
     h.size = m.size;
-    bool id_seen = false;
-    bool type_seen = false;
-    for (const sink::Header& hd : record.headers) {
-      if (hd.name == "id" && !id_seen) {
-        id_seen = true;
-        h.id = std::string(hd.value.value_or(""));
-      } else if (hd.name == "type" && !type_seen) {
-        type_seen = true;
-        if (hd.value) h.type = std::string(*hd.value);
-      } else {
-        h.others.emplace_back(
-            std::string(hd.name),
-            hd.value ? std::optional<std::string>(std::string(*hd.value)) : std::nullopt);
-      }
-    }
     h.solo = alone;
     const Seq seq = next_seq++;
     held.emplace(seq, std::move(h));

@@ -24,6 +24,13 @@ std::chrono::milliseconds retry_delay(int attempts, std::chrono::milliseconds ba
   return std::chrono::milliseconds(jitter(rng));
 }
 
+std::size_t RetryLog::count(std::chrono::steady_clock::time_point now) {
+  ++unlogged_;
+  if (now - last_ < std::chrono::seconds(5)) return 0;
+  last_ = now;
+  return std::exchange(unlogged_, 0);
+}
+
 HeldRecord HeldRecord::of(const sink::Record& record, std::uint64_t opaque) {
   HeldRecord h;
   h.opaque = opaque;
@@ -31,6 +38,19 @@ HeldRecord HeldRecord::of(const sink::Record& record, std::uint64_t opaque) {
   h.topic = std::string(record.topic);
   if (record.key) h.key = std::string(*record.key);
   if (record.value) h.value = std::string(*record.value);
+  bool id_seen = false;
+  for (const sink::Header& header : record.headers) {
+    if (header.name == "id" && header.value && !id_seen) {
+      id_seen = true;
+      h.id = std::string(*header.value);
+    } else if (header.name == "type" && header.value && !h.type) {
+      h.type = std::string(*header.value);
+    } else {
+      h.others.emplace_back(
+          std::string(header.name),
+          header.value ? std::optional<std::string>(*header.value) : std::nullopt);
+    }
+  }
   return h;
 }
 

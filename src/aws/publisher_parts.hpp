@@ -28,18 +28,28 @@ std::shared_ptr<spdlog::logger> publisher_logger();
 std::chrono::milliseconds retry_delay(int attempts, std::chrono::milliseconds base,
                                       std::chrono::milliseconds max, std::mt19937_64& rng);
 
+// Retries are logged at most once every 5 s, each line with the entries retried since the last.
+class RetryLog {
+ public:
+  // Counts a retry; the entries to name in a line now (this one included), 0 for no line.
+  std::size_t count(std::chrono::steady_clock::time_point now);
+
+ private:
+  std::chrono::steady_clock::time_point last_{};
+  std::size_t unlogged_ = 0;
+};
+
 struct HeldRecord {
   std::uint64_t opaque = 0;
   std::size_t bytes = 0;  // key + value, as the relay counts
   std::string topic;
   std::optional<std::string> key;
   std::optional<std::string> value;
-  // The headers, which each publisher reads from the record as it always did.
+  // The first "id" and "type" headers with a value; the others as they come.
   std::string id;
   std::optional<std::string> type;
   std::vector<std::pair<std::string, std::optional<std::string>>> others;
 
-  // opaque, bytes, topic, key and value of `record`; no header.
   static HeldRecord of(const sink::Record& record, std::uint64_t opaque);
 
   // The reports; their views refer into this HeldRecord (and `name` into the caller's string).

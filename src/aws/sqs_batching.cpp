@@ -5,35 +5,17 @@
 
 #include "json_protocol.hpp"
 #include "outbox/aws/sigv4.hpp"
+#include "outbox/common/log_text.hpp"
 
 namespace outbox::aws {
 
 namespace {
 
-// The code point of the valid UTF-8 sequence at text[i] and its length; length 0 when invalid
-// (overlong, surrogate, past U+10FFFF, cut short).
+// The code point of the well-formed UTF-8 sequence at text[i] and its length; length 0 when there
+// is none (overlong, surrogate, past U+10FFFF, cut short).
 std::pair<std::uint32_t, std::size_t> decode_utf8(std::string_view text, std::size_t i) {
-  const auto c = static_cast<unsigned char>(text[i]);
-  if (c < 0x80) return {c, 1};
-  std::size_t n = 0;
-  std::uint32_t min = 0;
   std::uint32_t cp = 0;
-  if ((c & 0xE0) == 0xC0) {
-    n = 2, min = 0x80, cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    n = 3, min = 0x800, cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    n = 4, min = 0x10000, cp = c & 0x07;
-  } else {
-    return {0, 0};
-  }
-  if (i + n > text.size()) return {0, 0};
-  for (std::size_t k = 1; k < n; ++k) {
-    const auto d = static_cast<unsigned char>(text[i + k]);
-    if ((d & 0xC0) != 0x80) return {0, 0};
-    cp = (cp << 6) | (d & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return {0, 0};
+  const std::size_t n = common::utf8_sequence(text, i, cp);
   return {cp, n};
 }
 

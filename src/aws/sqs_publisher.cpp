@@ -21,8 +21,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using common::quoted;
 
-std::shared_ptr<spdlog::logger> logger() { return publisher_logger(); }
-
 // scheme://host[:port] of a URL, and its path.
 std::pair<std::string, std::string> split_url(const std::string& url, const char* what) {
   const auto scheme = url.find("://");
@@ -137,8 +135,7 @@ struct SqsPublisher::Impl : std::enable_shared_from_this<SqsPublisher::Impl> {
   boost::asio::steady_timer retry_timer;
   std::optional<Clock::time_point> retry_at;
   std::mt19937_64 rng{std::random_device{}()};
-  Clock::time_point last_retry_log{};
-  std::size_t retries_unlogged = 0;
+  RetryLog retry_log;
 
   Impl(boost::asio::any_io_executor ex, SqsPublisherConfig c)
       : executor(ex), config(std::move(c)), retry_timer(ex) {}
@@ -167,13 +164,13 @@ struct SqsPublisher::Impl : std::enable_shared_from_this<SqsPublisher::Impl> {
     Queue& queue = queues[q];
     if (!r.error) {
       queue.attributes = r.attributes;
-      logger()->info(
+      publisher_logger()->info(
           "event=sqs_queue queue={} fifo={} content_based_deduplication={} "
           "maximum_message_size={} attempts={}",
           quoted(queue.url), r.attributes.fifo, r.attributes.content_based_deduplication,
           r.attributes.maximum_message_size, queue.attribute_attempts + 1);
       if (!r.attributes.fifo) {
-        logger()->warn(
+        publisher_logger()->warn(
             "event=sqs_standard_queue queue={}: a standard queue keeps no order and may deliver "
             "a message more than once (docs/aws.md); use a FIFO queue for per-aggregate order",
             quoted(queue.url));
@@ -186,7 +183,7 @@ struct SqsPublisher::Impl : std::enable_shared_from_this<SqsPublisher::Impl> {
         // logged; nothing is sent meanwhile (produce() answers kQueueFull).
         const auto delay = backoff(queue.attribute_attempts++);
         queue.attribute_error = r.error->message;
-        logger()->warn(
+        publisher_logger()->warn(
             "event=sqs_unavailable queue={} attempt={} retry_in_ms={} error={}: nothing is sent "
             "until the queue answers GetQueueAttributes",
             quoted(queue.url), queue.attribute_attempts, delay.count(), quoted(r.error->message));
@@ -268,14 +265,10 @@ struct SqsPublisher::Impl : std::enable_shared_from_this<SqsPublisher::Impl> {
     Held& h = held.at(seq);
     const auto delay = backoff(h.attempts++);
     queues[q].scheduler.retry(seq, Clock::now() + delay);
-    ++retries_unlogged;
-    const auto now = Clock::now();
-    if (now - last_retry_log >= std::chrono::seconds(5)) {
-      logger()->warn("event=sqs_retry queue={} entries={} attempt={} retry_in_ms={} error={}",
-                     quoted(queues[q].url), retries_unlogged, h.attempts, delay.count(),
-                     quoted(why));
-      last_retry_log = now;
-      retries_unlogged = 0;
+    if (const std::size_t entries = retry_log.count(Clock::now())) {
+      publisher_logger()->warn(
+          "event=sqs_retry queue={} entries={} attempt={} retry_in_ms={} error={}",
+          quoted(queues[q].url), entries, h.attempts, delay.count(), quoted(why));
     }
   }
 
@@ -424,7 +417,8 @@ struct SqsPublisher::Impl : std::enable_shared_from_this<SqsPublisher::Impl> {
     ++generation;
     retry_timer.cancel();
     auto keep = shared_from_this();
-    logger()->warn("event=sqs_publisher_stopped held={} reason={}", held.size(), quoted(why));
+    publisher_logger()->warn("event=sqs_publisher_stopped held={} reason={}", held.size(),
+                             quoted(why));
     if (fatal && on_fatal) on_fatal(why);
     auto pending = std::move(held);
     held.clear();
@@ -478,22 +472,10 @@ sink::ProduceResult SqsPublisher::produce(const sink::Record& record, std::uint6
     return {sink::ProduceStatus::kFailed, m.error + " (queue " + im.queues[q].url + ")",
             m.size_error};
   }
-  Impl::Held h;
-  static_cast<HeldRecord&>(h) = HeldRecord::of(record, opaque);
+  Impl::Held h{HeldRecord::of(record, opaque)};
   h.queue = q;
   h.alone = alone;
   h.entry = std::move(m.entry);
-  for (const auto& header : record.headers) {
-    if (header.name == "id" && header.value) {
-      h.id = std::string(*header.value);
-    } else if (header.name == "type" && header.value) {
-      h.type = std::string(*header.value);
-    } else {
-      h.others.emplace_back(
-          std::string(header.name),
-          header.value ? std::optional<std::string>(*header.value) : std::nullopt);
-    }
-  }
   const Impl::Seq seq = ++im.next_seq;
   const std::size_t size = message_size(h.entry);
   im.queues[q].scheduler.add(seq, h.entry.group_id, size);

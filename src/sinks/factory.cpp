@@ -1,12 +1,12 @@
+#include <functional>
 #include <memory>
 
-#include "eventbridge_publishers.hpp"
+#include "aws_publishers.hpp"
 #include "kafka_producers.hpp"
 #include "kafka_transactions.hpp"
 #include "nats_publishers.hpp"
 #include "outbox/sinks/sinks.hpp"
 #include "progress_stores.hpp"
-#include "sqs_publishers.hpp"
 
 namespace outbox::sinks {
 using relay::SinkFactory;
@@ -16,6 +16,11 @@ using relay::SinkFactory;
 static_assert((kProgressTag & KafkaTransactions::kCheckpointOpaque) == 0);
 
 namespace {
+
+// The dead-letter record's topic where the relay makes dead letters (--on-error dlq).
+std::string dlq_topic(const relay::RelayConfig& config) {
+  return config.on_error == relay::OnError::kDlq ? config.dlq_topic : std::string();
+}
 
 class KafkaSinkFactory : public SinkFactory {
  public:
@@ -74,51 +79,30 @@ class NatsSinkFactory : public SinkFactory {
   std::string bucket_;
 };
 
-class EventBridgeSinkFactory : public SinkFactory {
+// SQS and EventBridge: the progress record in a table of the database itself, as neither can be
+// read back (docs/aws.md).
+class AwsSinkFactory : public SinkFactory {
  public:
-  EventBridgeSinkFactory(aws::EventBridgeSinkOptions options, ProgressTableName table)
-      : options_(std::move(options)), table_(std::move(table)) {}
+  using MakeSink = std::function<std::unique_ptr<relay::RecordSink>(
+      boost::asio::any_io_executor, std::string dlq_topic, relay::RecordSink::Handlers)>;
 
-  // The progress record in a table of the database itself: EventBridge cannot be read back.
+  AwsSinkFactory(std::string service, MakeSink make_sink, ProgressTableName table)
+      : service_(std::move(service)), make_sink_(std::move(make_sink)), table_(std::move(table)) {}
+
   Parts make(boost::asio::any_io_executor executor, const relay::RelayConfig& config,
              relay::RecordSink::Handlers handlers, relay::ProgressStore::Written written) override {
     Parts parts;
-    parts.progress = pg_progress_store(executor, config, table_, "EventBridge", std::move(written));
-    parts.sink =
-        std::make_unique<EventBridgePublishers>(executor, config, options_, std::move(handlers));
+    parts.progress = pg_progress_store(executor, config, table_, service_, std::move(written));
+    parts.sink = make_sink_(executor, dlq_topic(config), std::move(handlers));
     return parts;
   }
 
-  // A Source costs the client nothing that lasts.
+  // One queue or bus whatever the topic: nothing lasts per topic.
   bool bounds_topics() const override { return false; }
 
  private:
-  aws::EventBridgeSinkOptions options_;
-  ProgressTableName table_;
-};
-
-class SqsSinkFactory : public SinkFactory {
- public:
-  SqsSinkFactory(aws::SqsSinkOptions sqs, ProgressTableName table)
-      : sqs_(std::move(sqs)), table_(std::move(table)) {}
-
-  // The progress record in a table of the database itself: SQS cannot be read back
-  // (docs/aws.md).
-  Parts make(boost::asio::any_io_executor executor, const relay::RelayConfig& config,
-             relay::RecordSink::Handlers handlers, relay::ProgressStore::Written written) override {
-    Parts parts;
-    parts.progress = pg_progress_store(executor, config, table_, "SQS", std::move(written));
-    parts.sink = std::make_unique<SqsPublishers>(
-        executor, sqs_, config.on_error == relay::OnError::kDlq ? config.dlq_topic : "",
-        std::move(handlers));
-    return parts;
-  }
-
-  // One queue whatever the topic: nothing lasts per topic.
-  bool bounds_topics() const override { return false; }
-
- private:
-  aws::SqsSinkOptions sqs_;
+  std::string service_;
+  MakeSink make_sink_;
   ProgressTableName table_;
 };
 
@@ -126,12 +110,24 @@ class SqsSinkFactory : public SinkFactory {
 
 std::unique_ptr<SinkFactory> make_sink_factory(SinkConfig config) {
   if (!config.sqs.queue_url.empty()) {
-    return std::make_unique<SqsSinkFactory>(std::move(config.sqs),
-                                            std::move(config.progress_table));
+    return std::make_unique<AwsSinkFactory>(
+        "SQS",
+        [sqs = std::move(config.sqs)](boost::asio::any_io_executor executor, std::string dlq_topic,
+                                      relay::RecordSink::Handlers handlers) {
+          return sqs_publishers(executor, sqs, std::move(dlq_topic), std::move(handlers));
+        },
+        std::move(config.progress_table));
   }
   if (!config.eventbridge.bus.empty()) {
-    return std::make_unique<EventBridgeSinkFactory>(std::move(config.eventbridge),
-                                                    std::move(config.progress_table));
+    return std::make_unique<AwsSinkFactory>(
+        "EventBridge",
+        [eventbridge = std::move(config.eventbridge)](boost::asio::any_io_executor executor,
+                                                      std::string dlq_topic,
+                                                      relay::RecordSink::Handlers handlers) {
+          return eventbridge_publishers(executor, eventbridge, std::move(dlq_topic),
+                                        std::move(handlers));
+        },
+        std::move(config.progress_table));
   }
   if (!config.nats.urls.empty()) {
     return std::make_unique<NatsSinkFactory>(std::move(config.nats),
@@ -144,11 +140,10 @@ std::unique_ptr<relay::RecordSink> make_aws_record_sink(
     boost::asio::any_io_executor executor, const aws::SqsSinkOptions& sqs,
     const aws::EventBridgeSinkOptions& eventbridge, relay::RecordSink::Handlers handlers) {
   if (!sqs.queue_url.empty()) {
-    return std::make_unique<SqsPublishers>(executor, sqs, "", std::move(handlers));
+    return sqs_publishers(executor, sqs, "", std::move(handlers));
   }
   if (!eventbridge.bus.empty()) {
-    return std::make_unique<EventBridgePublishers>(executor, relay::RelayConfig{}, eventbridge,
-                                                   std::move(handlers));
+    return eventbridge_publishers(executor, eventbridge, "", std::move(handlers));
   }
   return nullptr;
 }

@@ -43,21 +43,18 @@
 
 #include "outbox/aws/credentials.hpp"
 #include "outbox/aws/eventbridge_client.hpp"
+#include "outbox/aws/publisher.hpp"
 #include "outbox/sink/record.hpp"
 
 namespace outbox::aws {
 
-struct EventBridgePublisherConfig {
+struct EventBridgePublisherConfig : PublisherLimits {
   std::string bus;  // a name or an ARN
   // Records whose topic is dlq_topic go to dlq_bus (--on-error dlq); dlq_bus empty: `bus`.
   std::string dlq_topic;
   std::string dlq_bus;
   // Endpoint, region, credentials; http.max_connections is the calls in flight at once.
   EventBridgeConfig events;
-  // Records held (waiting, in flight, to be retried); produce() answers kQueueFull beyond.
-  std::size_t max_held = 20'000;
-  std::chrono::milliseconds retry_base{100};
-  std::chrono::milliseconds retry_max{10'000};
 };
 
 // A bus, endpoint or region that cannot be used (a configuration error).
@@ -67,15 +64,10 @@ class EventBridgeConfigError : public std::runtime_error {
 };
 
 // What the relay's flags and the environment give (resolve_eventbridge_config()).
-struct EventBridgeSinkOptions {
-  std::string bus;            // --eventbridge
-  std::string dlq_bus;        // --eventbridge-dlq
-  std::string dlq_topic;      // --dlq-topic: the Source of a dead letter
-  std::string region;         // --aws-region
-  std::string endpoint_url;   // --aws-endpoint
-  std::size_t max_calls = 8;  // --eventbridge-max-calls: PutEvents calls in flight at once
-  // --eventbridge-timeout: a call's deadline, and the relay's for a delivery report.
-  std::chrono::milliseconds timeout{30'000};
+struct EventBridgeSinkOptions : CallOptions {
+  std::string bus;        // --eventbridge
+  std::string dlq_bus;    // --eventbridge-dlq
+  std::string dlq_topic;  // --dlq-topic: the Source of a dead letter
 };
 
 // A bus EventBridge takes: a name (1 to 256 of A-Z a-z 0-9 . _ - /) or an event bus ARN
@@ -92,31 +84,29 @@ std::string check_event_bus(const std::string& bus);
 EventBridgePublisherConfig resolve_eventbridge_config(const EventBridgeSinkOptions& options,
                                                       const EnvLookup& env);
 
-class EventBridgePublisher {
+class EventBridgePublisher : public Publisher {
  public:
-  using DeliveryHandler = std::function<void(const sink::Delivery&)>;
-  using RefusedHandler = std::function<void(const std::string&)>;
-
   // Throws std::invalid_argument for a bad endpoint, std::runtime_error for a TLS context that
   // cannot be made.
   EventBridgePublisher(boost::asio::any_io_executor executor, EventBridgePublisherConfig config,
                        DeliveryHandler on_delivery, RefusedHandler on_refused);
   // Calls in flight are abandoned: their handlers never run.
-  ~EventBridgePublisher();
+  ~EventBridgePublisher() override;
   EventBridgePublisher(const EventBridgePublisher&) = delete;
   EventBridgePublisher& operator=(const EventBridgePublisher&) = delete;
 
   // Queues a record; `opaque` comes back in its Delivery. `alone`: it waits until nothing else is
   // held (kQueueFull meanwhile) and goes in a call of its own. kQueueFull: max_held records are
   // held. kFailed: no Delivery will come (see above).
-  sink::ProduceResult produce(const sink::Record& record, std::uint64_t opaque, bool alone);
+  sink::ProduceResult produce(const sink::Record& record, std::uint64_t opaque,
+                              bool alone) override;
 
   // Records held, not reported yet.
-  std::size_t queued() const;
-  bool stopped() const;
+  std::size_t queued() const override;
+  bool stopped() const override;
   // Stops without the refused handler: every record held is reported failed (kTransient), in
   // produce order; answers still due are ignored.
-  void halt(const std::string& why);
+  void halt(const std::string& why) override;
 
   // PutEvents calls made; entries sent again (retries).
   std::size_t calls() const;

@@ -44,22 +44,19 @@
 #include <string>
 
 #include "outbox/aws/credentials.hpp"
+#include "outbox/aws/publisher.hpp"
 #include "outbox/aws/sqs_client.hpp"
 #include "outbox/sink/record.hpp"
 
 namespace outbox::aws {
 
-struct SqsPublisherConfig {
+struct SqsPublisherConfig : PublisherLimits {
   std::string queue_url;
   // Records whose topic is dlq_topic go to dlq_queue_url (--on-error dlq); empty: none.
   std::string dlq_topic;
   std::string dlq_queue_url;
   // Endpoint, region, credentials; http.max_connections is the calls in flight at once.
   SqsConfig sqs;
-  // Records held (waiting, in flight, to be retried); produce() answers kQueueFull beyond.
-  std::size_t max_held = 20'000;
-  std::chrono::milliseconds retry_base{100};
-  std::chrono::milliseconds retry_max{10'000};
 };
 
 // A queue URL, endpoint or region that cannot be used (a configuration error).
@@ -69,14 +66,9 @@ class SqsConfigError : public std::runtime_error {
 };
 
 // What the relay's flags and the environment give (resolve_sqs_config()).
-struct SqsSinkOptions {
+struct SqsSinkOptions : CallOptions {
   std::string queue_url;      // --sqs
   std::string dlq_queue_url;  // --sqs-dlq
-  std::string region;         // --aws-region
-  std::string endpoint_url;   // --aws-endpoint
-  std::size_t max_calls = 8;  // --sqs-max-calls: SendMessageBatch calls in flight at once
-  // --sqs-timeout: a call's deadline, and the relay's for a delivery report while records wait.
-  std::chrono::milliseconds timeout{30'000};
 };
 
 // The publisher's settings but its credentials (the caller sets sqs.credentials_provider): the
@@ -87,18 +79,14 @@ struct SqsSinkOptions {
 // URL or endpoint that is not one, no region anywhere).
 SqsPublisherConfig resolve_sqs_config(const SqsSinkOptions& options, const EnvLookup& env);
 
-class SqsPublisher {
+class SqsPublisher : public Publisher {
  public:
-  using DeliveryHandler = std::function<void(const sink::Delivery&)>;
-  using FatalHandler = std::function<void(const std::string&)>;
-  using RefusedHandler = std::function<void(const std::string&)>;
-
   // Throws std::invalid_argument for a bad endpoint, std::runtime_error for a TLS context that
   // cannot be made. The queue's attributes are asked for at once (retried while retryable).
   SqsPublisher(boost::asio::any_io_executor executor, SqsPublisherConfig config,
                DeliveryHandler on_delivery, FatalHandler on_fatal, RefusedHandler on_refused);
   // Calls in flight are abandoned: their handlers never run.
-  ~SqsPublisher();
+  ~SqsPublisher() override;
   SqsPublisher(const SqsPublisher&) = delete;
   SqsPublisher& operator=(const SqsPublisher&) = delete;
 
@@ -106,18 +94,19 @@ class SqsPublisher {
   // held (kQueueFull meanwhile), and a refusal of it is final for it (kRecord, kSize), not a stop.
   // kQueueFull: the attributes have not come yet, or max_held records are held. kFailed: no
   // Delivery will come (see above).
-  sink::ProduceResult produce(const sink::Record& record, std::uint64_t opaque, bool alone);
+  sink::ProduceResult produce(const sink::Record& record, std::uint64_t opaque,
+                              bool alone) override;
 
   // Records held, not reported yet.
-  std::size_t queued() const;
-  bool stopped() const;
+  std::size_t queued() const override;
+  bool stopped() const override;
   // The attributes came: produce() takes records.
   bool ready() const;
   // The main queue's attributes, once ready().
   std::optional<QueueAttributes> attributes() const;
   // Stops without the fatal handler: every record held is reported failed (kTransient), in
   // produce order; answers still due are ignored.
-  void halt(const std::string& why);
+  void halt(const std::string& why) override;
 
   // Calls made, and connections opened (keep-alive: fewer).
   std::size_t calls() const;

@@ -15,19 +15,21 @@ enum class Escape {
   kControlsOnly,  // control characters and bad UTF-8 only (a whole text-format line)
 };
 
-namespace detail {
-
-inline void append_u_escape(std::string& out, std::uint32_t cp) {
-  constexpr char kHex[] = "0123456789abcdef";
-  out += "\\u";
-  for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(cp >> shift) & 0xF];
-}
+// What stands for a byte that is not part of well-formed UTF-8.
+enum class BadByte {
+  kReplacement,         // U+FFFD itself (a log line)
+  kEscapedReplacement,  // "\ufffd": the output stays ASCII where the input is (a request body)
+};
 
 // The length of the well-formed UTF-8 sequence at text[i] (RFC 3629: no overlongs, no
-// surrogates, nothing above U+10FFFF) and its code point; 0 when there is none.
+// surrogates, nothing above U+10FFFF; 1 for ASCII) and its code point; 0 when there is none.
 inline std::size_t utf8_sequence(std::string_view text, std::size_t i, std::uint32_t& cp) {
   const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
   const unsigned char b0 = byte(i);
+  if (b0 < 0x80) {
+    cp = b0;
+    return 1;
+  }
   std::size_t len;
   std::uint32_t min;
   if (b0 >= 0xC2 && b0 <= 0xDF) {
@@ -48,13 +50,23 @@ inline std::size_t utf8_sequence(std::string_view text, std::size_t i, std::uint
   return len;
 }
 
+namespace detail {
+
+inline void append_u_escape(std::string& out, std::uint32_t cp) {
+  constexpr char kHex[] = "0123456789abcdef";
+  out += "\\u";
+  for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(cp >> shift) & 0xF];
+}
+
 }  // namespace detail
 
 // Appends `text` escaped as the body of a JSON string (RFC 8259), so that it is also one
 // key=value field of a text log line: \n \r \t \b \f by name; every other control character
 // (C0, DEL, C1) and the Unicode line and paragraph separators as \uXXXX; each byte that is not
-// part of well-formed UTF-8 as U+FFFD. With Escape::kAll, '"' and '\' get a backslash too.
-inline void append_escaped(std::string& out, std::string_view text, Escape mode = Escape::kAll) {
+// part of well-formed UTF-8 as U+FFFD (BadByte). With Escape::kAll, '"' and '\' get a backslash
+// too.
+inline void append_escaped(std::string& out, std::string_view text, Escape mode = Escape::kAll,
+                           BadByte bad = BadByte::kReplacement) {
   std::size_t i = 0;
   while (i < text.size()) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
@@ -91,9 +103,9 @@ inline void append_escaped(std::string& out, std::string_view text, Escape mode 
       continue;
     }
     std::uint32_t cp = 0;
-    const std::size_t len = detail::utf8_sequence(text, i, cp);
+    const std::size_t len = utf8_sequence(text, i, cp);
     if (len == 0) {
-      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+      out += bad == BadByte::kReplacement ? "\xEF\xBF\xBD" : "\\ufffd";  // U+FFFD
       ++i;
     } else if (cp <= 0x9F || cp == 0x2028 || cp == 0x2029) {
       detail::append_u_escape(out, cp);  // C1 controls; separators some readers take as a newline

@@ -2,10 +2,10 @@
 // the flags) and the relay::SinkFactory (outbox/relay/sink_factory.hpp) that builds the chosen
 // one's parts for the relay: Kafka (KafkaProducers, the checkpoint topic's progress store, and
 // exactly-once's KafkaTransactions), NATS JetStream (NatsPublishers, the key-value bucket's
-// progress store), Amazon SQS (SqsPublishers) or Amazon EventBridge (EventBridgePublishers),
-// both with the progress record in a table of the database itself (they cannot be read back). A new
-// sink adds its settings here, its parts in a file of this directory and a branch in
-// make_sink_factory(); nothing in src/relay changes.
+// progress store), Amazon SQS or Amazon EventBridge (one aws::Publisher behind RecordSink:
+// aws_publishers.hpp), both with the progress record in a table of the database itself (they
+// cannot be read back). A new sink adds its settings here, its parts in a file of this directory
+// and a branch in make_sink_factory(); nothing in src/relay changes.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -59,8 +59,8 @@ std::unique_ptr<relay::SinkFactory> make_sink_factory(SinkConfig config);
 
 // The relay's own record sink for Amazon SQS (`sqs.queue_url` set) or EventBridge
 // (`eventbridge.bus` set), without a progress store: the same mapping, batching, retries and
-// credentials chain as the relay's (SqsPublishers, EventBridgePublishers), for a blocking caller
-// that runs `executor`'s io_context itself (reconcile's repair, run --gap-repair-column's). No
+// credentials chain as the relay's (aws_publishers.hpp), for a blocking caller that runs
+// `executor`'s io_context itself (reconcile's repair, run --gap-repair-column's). No
 // dead letters. nullptr when neither is set. Throws as make_sink_factory()'s make() does.
 std::unique_ptr<relay::RecordSink> make_aws_record_sink(
     boost::asio::any_io_executor executor, const aws::SqsSinkOptions& sqs,
