@@ -422,6 +422,12 @@ void Pipeline::count_other_prefix(std::string_view prefix) {
 }
 
 Pipeline::Step Pipeline::produce_event(const mapping::Event& ev, bool message) {
+  // A rewind began (a delivery overdue, a refused batch): nothing more goes to the sink in this
+  // session. The sink was halted, but a producer that goes on would send a record given now when
+  // the broker answers again, ahead of the earlier records of its aggregate that the next session
+  // sends again (seen: a broker frozen, one event produced after the halt reached Kafka before
+  // its aggregate's earlier ones). The session ends; the rewind sends it in order.
+  if (rewinding_) return Pipeline::Step::kWaitDelivery;
   if (ev.invalid_traceparent) invalid_traceparent_id_ = ev.id;
   const EventRecord built = event_record(ev, commit_time_ms_, headers_);
   const sink::Record& rec = built.record;

@@ -95,6 +95,7 @@ awaitable<void> StreamLoop::run(pg::ReplicationConnection& conn) {
       // A stream that never runs dry must not starve delivery reports and status updates.
       // The frame stays valid: nothing reads the connection meanwhile.
       co_await asio::post(io_, use_awaitable);
+      if (hooks_.ends()) co_return;  // a rewind or a stop began meanwhile: the frame waits
     }
     for (;;) {
       const Pipeline::Step step = pipeline_.on_frame(*frame);

@@ -859,6 +859,20 @@ TEST_F(ReconnectTest, ACutTransactionCutAgainCountsItsSkippedInserts) {
   EXPECT_EQ(pipeline_->confirmable(), Lsn{0x2010});
 }
 
+// A rewind that begins mid-stream (the relay's delivery deadline passed while the broker was
+// frozen): the sink is halted, and no later event may reach it in that session, or it would
+// reach the broker, when it answers again, ahead of the earlier events the rewind sends again.
+TEST_F(PipelineTest, NothingIsProducedOnceARewindBegan) {
+  Pipeline& p = pipeline();
+  ASSERT_EQ(step(begin(0x1000)), Step::kDone);
+  ASSERT_EQ(step(insert("e1", "a")), Step::kDone);
+  ASSERT_EQ(sink_.records.size(), 1u);
+  p.begin_rewind("no delivery report within message.timeout.ms");
+  EXPECT_EQ(step(insert("e2", "a")), Step::kWaitDelivery);
+  EXPECT_EQ(step(insert("e3", "b")), Step::kWaitDelivery);
+  EXPECT_EQ(sink_.records.size(), 1u) << "an event went to the halted sink after the rewind began";
+}
+
 TEST_F(ReconnectTest, ARewindProducesTheCutTransactionAgain) {
   ASSERT_NO_FATAL_FAILURE(stream_until_cut(/*ack_e3=*/true));
   pipeline_->begin_rewind("test");
